@@ -1,0 +1,86 @@
+// Keys: what a registration domain hands back for one chunk, and the chunk record they live in.
+//
+// Every key type is its own enum class so that an RDMA lkey cannot be passed where an rkey or an
+// io_uring buffer index is expected without an explicit conversion (pinpool::ToUnderlying).
+// ChunkInfo records are created when a chunk is registered and stay valid, unchanged, until the
+// pool that owns them is destroyed; reading them needs no lock.
+#ifndef PINPOOL_KEYS_H_
+#define PINPOOL_KEYS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace pinpool {
+
+// Local key of an RDMA memory region: goes into ibv_sge::lkey.
+enum class LKey : std::uint32_t {};
+// Remote key of an RDMA memory region: what a peer needs to READ/WRITE it.
+enum class RKey : std::uint32_t {};
+// Index of an io_uring fixed buffer: goes into sqe->buf_index.
+enum class BufferIndex : std::uint32_t {};
+
+template <typename E>
+constexpr std::underlying_type_t<E> ToUnderlying(E e) noexcept {
+  return static_cast<std::underlying_type_t<E>>(e);
+}
+
+enum class DomainKind : std::uint8_t {
+  kHost,     // pin-only host memory (mlock): no device keys
+  kVerbs,    // RDMA protection domain: lkey/rkey
+  kIoUring,  // io_uring fixed-buffer table: buffer index
+  kCustom,   // a domain written by the application
+};
+
+// Page sizes, largest first. As a policy: the largest size to try. As a report: what was obtained.
+enum class PageSize : std::uint8_t {
+  k1G,           // hugetlb, 1 GiB pages
+  k2M,           // hugetlb, 2 MiB pages
+  kTransparent,  // transparent huge pages (2 MiB, best effort by the kernel)
+  k4K,           // base pages
+};
+
+// Bytes in one page of that kind (transparent huge pages count as 2 MiB).
+constexpr std::size_t PageBytes(PageSize p) noexcept {
+  switch (p) {
+    case PageSize::k1G:
+      return std::size_t{1} << 30;
+    case PageSize::k2M:
+    case PageSize::kTransparent:
+      return std::size_t{2} << 20;
+    case PageSize::k4K:
+      break;
+  }
+  return std::size_t{4} << 10;
+}
+
+const char* PageSizeName(PageSize p) noexcept;
+const char* DomainKindName(DomainKind k) noexcept;
+
+// One domain's registration of one chunk. Fields that do not apply to the domain's kind are zero.
+struct Keys {
+  std::uintptr_t base = 0;    // first address covered by the registration
+  std::size_t length = 0;     // bytes covered
+  LKey lkey{};                // kVerbs
+  RKey rkey{};                // kVerbs
+  BufferIndex buffer_index{}; // kIoUring
+  void* handle = nullptr;     // the domain's own object (ibv_mr*, ...); opaque to everyone else
+};
+
+// At most this many domains per pool (a block carries keys for each).
+inline constexpr std::size_t kMaxDomains = 8;
+
+// One mapped, registered chunk of a pool.
+struct ChunkInfo {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  std::uint32_t index = 0;           // position in the pool's reserved range
+  PageSize page_size = PageSize::k4K;  // what the kernel actually gave (verified, not assumed)
+  std::size_t huge_bytes = 0;        // bytes backed by huge pages (all of it unless THP fell short)
+  std::uint32_t domain_count = 0;
+  Keys keys[kMaxDomains];            // keys[d] is domain d's registration (pool option order)
+};
+
+}  // namespace pinpool
+
+#endif  // PINPOOL_KEYS_H_

@@ -1,0 +1,91 @@
+// Pool: pinned, registered memory handed out in blocks that carry their keys.
+//
+// A pool reserves one aligned virtual range at creation and maps, pins and registers it a whole
+// chunk at a time, with every domain, up to its budget. Blocks are carved from the chunks by a
+// private jemalloc arena with one cache per thread; registered pages are never returned to the
+// kernel while the pool lives.
+//
+// Thread safety: Allocate, Deallocate, Reallocate, Lookup and UsableSize may be called from any
+// thread at once; a block may be freed by a thread other than the one that allocated it. They
+// make no system call and no registration once the pool has the chunks it needs. Growth (when
+// the chunks are full) takes a lock. Destroying the pool while other threads use it is a bug.
+//
+// Errors: Create and Reserve return a Status saying which limit was hit and what to change. The
+// allocation path never throws: it returns an empty Block, and last_growth_error() says why.
+// Freeing a pointer the pool does not own aborts with a message naming it.
+#ifndef PINPOOL_POOL_H_
+#define PINPOOL_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pinpool/block.h"
+#include "pinpool/options.h"
+#include "pinpool/stats.h"
+
+namespace pinpool {
+
+namespace internal {
+class Arena;
+class Heap;
+}  // namespace internal
+
+class Pool {
+ public:
+  // Validates the options, reserves the address range and maps `initial_size`. Errors:
+  // kInvalidArgument (bad option), kResourceExhausted (budget, RLIMIT_MEMLOCK, address space),
+  // kUnavailable (required huge pages missing), or what a domain returned.
+  static absl::StatusOr<std::unique_ptr<Pool>> Create(PoolOptions options);
+
+  // Deregisters and unmaps everything the pool created. Blocks still live become invalid.
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // `size` bytes aligned to `alignment` (a power of two, at most chunk_size). Empty Block when
+  // the size is 0 or above max_block_size(), the alignment is invalid, or the budget is spent.
+  Block Allocate(std::size_t size, std::size_t alignment = alignof(std::max_align_t)) noexcept;
+
+  // Frees a block from Allocate/Reallocate. An empty block is ignored.
+  void Deallocate(const Block& block) noexcept;
+  // Frees by address alone (C-style). Null is ignored.
+  void Deallocate(void* data) noexcept;
+
+  // Resizes in place when it can, else moves the contents to a new block. On failure returns
+  // an empty Block and leaves `block` allocated and unchanged. An empty `block` allocates.
+  Block Reallocate(const Block& block, std::size_t new_size) noexcept;
+  // The same by address alone (C-style). Null allocates.
+  Block Reallocate(void* data, std::size_t new_size) noexcept;
+
+  // The chunk and keys of any address inside the pool's chunks: constant time, no lock.
+  std::optional<Location> Lookup(const void* address) const noexcept;
+  // True when `address` lies in one of this pool's chunks.
+  bool Contains(const void* address) const noexcept;
+  // Bytes usable at `data`, a pointer Allocate returned (>= the size asked for).
+  std::size_t UsableSize(const void* data) const noexcept;
+
+  // Maps and registers chunks until at least `bytes` are mapped (setup-time growth).
+  absl::Status Reserve(std::size_t bytes);
+  // Why the last growth failed (OK if none did).
+  absl::Status last_growth_error() const;
+
+  PoolStats GetStats() const;
+  const PoolOptions& options() const noexcept;
+  std::size_t chunk_size() const noexcept;
+  // The largest size Allocate can serve: 7/8 of chunk_size.
+  std::size_t max_block_size() const noexcept;
+
+ private:
+  Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Heap> heap);
+
+  std::unique_ptr<internal::Arena> arena_;
+  std::unique_ptr<internal::Heap> heap_;
+};
+
+}  // namespace pinpool
+
+#endif  // PINPOOL_POOL_H_

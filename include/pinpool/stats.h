@@ -1,0 +1,53 @@
+// PoolStats: a snapshot of what a pool holds, taken by Pool::GetStats() (takes the growth lock;
+// not for the fast path).
+#ifndef PINPOOL_STATS_H_
+#define PINPOOL_STATS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pinpool/keys.h"
+
+namespace pinpool {
+
+struct DomainStats {
+  std::string name;
+  DomainKind kind = DomainKind::kHost;
+  std::uint64_t registrations = 0;      // successful Register() calls, ever
+  std::uint64_t registered_bytes = 0;   // bytes currently registered
+  double register_seconds = 0;          // total time spent in Register()
+  double max_register_seconds = 0;      // slowest single Register()
+};
+
+struct ChunkStats {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  PageSize page_size = PageSize::k4K;
+  std::size_t huge_bytes = 0;
+};
+
+struct PoolStats {
+  std::size_t reserved_bytes = 0;   // virtual address range set aside (no memory behind it)
+  std::size_t mapped_bytes = 0;     // chunks mapped
+  std::size_t pinned_bytes = 0;     // chunks registered with at least one pinning domain
+  std::size_t budget_bytes = 0;     // PoolOptions::budget, rounded down to chunks
+  std::size_t allocated_bytes = 0;  // bytes in live blocks and in per-thread caches (size classes)
+  std::size_t heap_active_bytes = 0;  // pages the heap has in use for blocks (>= allocated)
+  std::size_t thread_caches = 0;      // per-thread caches the heap holds (one per thread in use)
+  std::uint64_t growths = 0;          // chunks added
+  std::uint64_t growth_failures = 0;  // attempts to add a chunk that failed
+  std::size_t memlock_limit = 0;      // RLIMIT_MEMLOCK soft limit; SIZE_MAX when unlimited
+  std::size_t locked_bytes = 0;       // the process's VmLck now
+  bool memlock_exempt = false;        // CAP_IPC_LOCK: the limit does not apply
+  std::vector<ChunkStats> chunks;
+  std::vector<DomainStats> domains;
+
+  // Multi-line, human-readable.
+  std::string ToString() const;
+};
+
+}  // namespace pinpool
+
+#endif  // PINPOOL_STATS_H_

@@ -1,0 +1,72 @@
+// os: the only layer that maps and unmaps memory. Reserves aligned address ranges, maps chunks
+// inside them with a page-size policy, and reports what the kernel actually gave (read back from
+// /proc/self/smaps, never assumed). Knows nothing of registration or allocation.
+//
+// Every function is thread-safe (the kernel serializes mm changes); counters are atomic.
+#ifndef PINPOOL_OS_OS_H_
+#define PINPOOL_OS_OS_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "pinpool/keys.h"
+
+namespace pinpool::internal::os {
+
+// Calls this layer made into the kernel, for tests that prove the fast path makes none.
+struct Counters {
+  std::atomic<std::uint64_t> mmap{0};
+  std::atomic<std::uint64_t> munmap{0};
+  std::atomic<std::uint64_t> madvise{0};
+};
+Counters& counters() noexcept;
+
+struct Range {
+  void* base = nullptr;
+  std::size_t length = 0;
+};
+
+// Reserves `length` bytes of address space aligned to `alignment` (a power of two): PROT_NONE,
+// MAP_NORESERVE, so it costs no memory. kResourceExhausted if the address space is not there.
+absl::StatusOr<Range> Reserve(std::size_t length, std::size_t alignment);
+// Unmaps a whole reservation, including any chunks still mapped in it.
+void Release(Range range) noexcept;
+
+struct MappedChunk {
+  PageSize page_size = PageSize::k4K;  // verified from /proc/self/smaps
+  std::size_t huge_bytes = 0;          // bytes backed by huge pages
+};
+
+// Maps [at, at + length) read-write inside a reservation, trying page sizes from `largest` down
+// (hugetlb 1G, hugetlb 2M, THP, 4K; a size is skipped when `length` or `at` is not a multiple of
+// it). With `require`, only `largest` is tried and getting less is an error. With `populate`,
+// every page is faulted in before returning. Marks the range MADV_DONTFORK. On error the range is
+// left reserved exactly as before. Errors: kUnavailable (required huge pages not available, with
+// the sysctl to fix it), kResourceExhausted (out of memory).
+absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
+                                     bool populate);
+// Gives the chunk's pages back and turns the range into a reservation again.
+void UnmapChunk(void* at, std::size_t length) noexcept;
+
+// What /proc/self/smaps says backs [at, at + length): its kernel page size and how many of its
+// bytes are huge (hugetlb or THP). The range must be one chunk mapped by MapChunk.
+absl::StatusOr<MappedChunk> QueryPages(const void* at, std::size_t length);
+
+// RLIMIT_MEMLOCK and what counts against it.
+struct MemlockState {
+  std::size_t limit = 0;   // soft limit in bytes; SIZE_MAX when unlimited
+  std::size_t locked = 0;  // VmLck of this process
+  bool exempt = false;     // CAP_IPC_LOCK in the effective set: the limit does not apply
+};
+MemlockState QueryMemlock() noexcept;
+
+// Reads a whole /proc or /sys file (they report size 0, so it reads to EOF). kNotFound when the
+// file does not exist (e.g. a huge page size the CPU lacks), kPermissionDenied without the right.
+absl::StatusOr<std::string> ReadKernelFile(const char* path);
+
+}  // namespace pinpool::internal::os
+
+#endif  // PINPOOL_OS_OS_H_
