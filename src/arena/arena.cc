@@ -1,0 +1,215 @@
+#include "arena/arena.h"
+
+#include <bit>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "domain/memlock.h"
+#include "util/bytes.h"
+#include "util/check.h"
+#include "util/status_macros.h"
+
+namespace pinpool::internal {
+namespace {
+
+constexpr std::size_t kMinChunk = 2 * kMiB;
+constexpr std::size_t kMaxChunk = 1 * kGiB;  // one io_uring fixed buffer can be no larger
+
+absl::Status Validate(const PoolOptions& o) {
+  if (!IsPowerOfTwo(o.chunk_size) || o.chunk_size < kMinChunk || o.chunk_size > kMaxChunk) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "PoolOptions::chunk_size is %s; it must be a power of two from 2 MiB to 1 GiB",
+        FormatBytes(o.chunk_size)));
+  }
+  if (o.budget < o.chunk_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("PoolOptions::budget (%s) is smaller than one chunk (%s)",
+                        FormatBytes(o.budget), FormatBytes(o.chunk_size)));
+  }
+  if (o.initial_size > o.budget) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("PoolOptions::initial_size (%s) is larger than the budget (%s)",
+                        FormatBytes(o.initial_size), FormatBytes(o.budget)));
+  }
+  if (o.require_page_size && PageBytes(o.page_size) > o.chunk_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "PoolOptions::require_page_size asks for %s pages, larger than chunk_size %s",
+        PageSizeName(o.page_size), FormatBytes(o.chunk_size)));
+  }
+  if (o.domains.size() > kMaxDomains) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "PoolOptions::domains has %d entries; at most %d are supported", o.domains.size(),
+        kMaxDomains));
+  }
+  for (const auto& d : o.domains) {
+    if (d == nullptr) return absl::InvalidArgumentError("PoolOptions::domains holds a null domain");
+  }
+  return absl::OkStatus();
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(PoolOptions options) {
+  PINPOOL_RETURN_IF_ERROR(Validate(options));
+  if (options.domains.empty()) options.domains.push_back(MakeHostDomain());
+  const std::size_t max_chunks = options.budget / options.chunk_size;
+  PINPOOL_ASSIGN_OR_RETURN(os::Range range,
+                           os::Reserve(max_chunks * options.chunk_size, options.chunk_size));
+  return std::unique_ptr<Arena>(new Arena(std::move(options), range, max_chunks));
+}
+
+Arena::Arena(PoolOptions options, os::Range range, std::size_t max_chunks)
+    : options_(std::move(options)),
+      range_(range),
+      base_(reinterpret_cast<std::uintptr_t>(range.base)),
+      chunk_shift_(static_cast<unsigned>(std::countr_zero(options_.chunk_size))),
+      max_chunks_(max_chunks),
+      table_(new std::atomic<const ChunkInfo*>[max_chunks]),
+      domain_counters_(options_.domains.size()) {
+  for (std::size_t i = 0; i < max_chunks_; ++i) table_[i].store(nullptr, std::memory_order_relaxed);
+  chunks_.reserve(max_chunks_);
+}
+
+Arena::~Arena() {
+  absl::MutexLock lock(&mu_);
+  for (auto it = chunks_.rbegin(); it != chunks_.rend(); ++it) {
+    ChunkInfo& c = **it;
+    table_[c.index].store(nullptr, std::memory_order_release);
+    for (std::size_t d = c.domain_count; d-- > 0;) options_.domains[d]->Deregister(c.keys[d]);
+  }
+  chunks_.clear();
+  os::Release(range_);  // unmaps every chunk with the reservation
+}
+
+bool Arena::PinsMemory() const noexcept {
+  for (const auto& d : options_.domains) {
+    if (d->pins_memory()) return true;
+  }
+  return false;
+}
+
+absl::Status Arena::RegisterLocked(ChunkInfo& c) {
+  for (std::size_t d = 0; d < options_.domains.size(); ++d) {
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<Keys> keys = options_.domains[d]->Register(reinterpret_cast<void*>(c.base), c.size);
+    const double seconds = SecondsSince(t0);
+    if (!keys.ok()) {
+      for (std::size_t undo = d; undo-- > 0;) {
+        options_.domains[undo]->Deregister(c.keys[undo]);
+        domain_counters_[undo].registered_bytes -= c.size;
+      }
+      c.domain_count = 0;
+      return absl::Status(keys.status().code(),
+                          absl::StrFormat("registering a %s chunk with domain %d (%s): %s",
+                                          FormatBytes(c.size), d, options_.domains[d]->name(),
+                                          keys.status().message()));
+    }
+    c.keys[d] = *keys;
+    c.domain_count = static_cast<std::uint32_t>(d + 1);
+    DomainCounters& dc = domain_counters_[d];
+    ++dc.registrations;
+    dc.registered_bytes += c.size;
+    dc.seconds += seconds;
+    if (seconds > dc.max_seconds) dc.max_seconds = seconds;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Arena::GrowLocked() {
+  const std::size_t size = options_.chunk_size;
+  if (chunks_.size() >= max_chunks_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the pool's budget of %s is used up (%d chunks of %s): raise PoolOptions::budget",
+        FormatBytes(max_chunks_ * size), chunks_.size(), FormatBytes(size)));
+  }
+  if (PinsMemory()) PINPOOL_RETURN_IF_ERROR(CheckMemlockHeadroom(size, os::QueryMemlock()));
+
+  auto chunk = std::make_unique<ChunkInfo>();
+  chunk->index = static_cast<std::uint32_t>(chunks_.size());
+  chunk->base = base_ + std::uintptr_t{chunk->index} * size;
+  chunk->size = size;
+  void* at = reinterpret_cast<void*>(chunk->base);
+  PINPOOL_ASSIGN_OR_RETURN(os::MappedChunk mapped,
+                           os::MapChunk(at, size, options_.page_size, options_.require_page_size,
+                                        options_.populate));
+  chunk->page_size = mapped.page_size;
+  chunk->huge_bytes = mapped.huge_bytes;
+  if (absl::Status s = RegisterLocked(*chunk); !s.ok()) {
+    os::UnmapChunk(at, size);
+    return s;
+  }
+  table_[chunk->index].store(chunk.get(), std::memory_order_release);
+  chunks_.push_back(std::move(chunk));
+  carved_.push_back(0);
+  return absl::OkStatus();
+}
+
+void* Arena::Carve(std::size_t size, std::size_t alignment) {
+  if (size == 0 || size > options_.chunk_size || !IsPowerOfTwo(alignment) ||
+      alignment > options_.chunk_size) {
+    return nullptr;
+  }
+  absl::MutexLock lock(&mu_);
+  for (std::size_t i = 0;; ++i) {
+    if (i == chunks_.size()) {
+      if (absl::Status s = GrowLocked(); !s.ok()) {
+        ++growth_failures_;
+        last_growth_error_ = std::move(s);
+        return nullptr;
+      }
+    }
+    const ChunkInfo& c = *chunks_[i];
+    const std::uintptr_t end = c.base + c.size;
+    const std::uintptr_t start = (c.base + carved_[i] + alignment - 1) & ~(alignment - 1);
+    if (start <= end && size <= end - start) {
+      carved_[i] = start + size - c.base;
+      return reinterpret_cast<void*>(start);
+    }
+  }
+}
+
+absl::Status Arena::Reserve(std::size_t bytes) {
+  absl::MutexLock lock(&mu_);
+  while (chunks_.size() * options_.chunk_size < bytes) {
+    if (absl::Status s = GrowLocked(); !s.ok()) {
+      ++growth_failures_;
+      last_growth_error_ = s;
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Arena::last_growth_error() const {
+  absl::MutexLock lock(&mu_);
+  return last_growth_error_;
+}
+
+void Arena::FillStats(PoolStats& s) const {
+  const os::MemlockState memlock = os::QueryMemlock();
+  absl::MutexLock lock(&mu_);
+  s.reserved_bytes = range_.length;
+  s.budget_bytes = max_chunks_ * options_.chunk_size;
+  s.mapped_bytes = chunks_.size() * options_.chunk_size;
+  s.pinned_bytes = PinsMemory() ? s.mapped_bytes : 0;
+  s.growths = chunks_.size();
+  s.growth_failures = growth_failures_;
+  s.memlock_limit = memlock.limit;
+  s.locked_bytes = memlock.locked;
+  s.memlock_exempt = memlock.exempt;
+  s.chunks.clear();
+  for (const auto& c : chunks_) s.chunks.push_back({c->base, c->size, c->page_size, c->huge_bytes});
+  s.domains.clear();
+  for (std::size_t d = 0; d < options_.domains.size(); ++d) {
+    const DomainCounters& dc = domain_counters_[d];
+    s.domains.push_back({options_.domains[d]->name(), options_.domains[d]->kind(), dc.registrations,
+                         dc.registered_bytes, dc.seconds, dc.max_seconds});
+  }
+}
+
+}  // namespace pinpool::internal

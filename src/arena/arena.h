@@ -1,0 +1,99 @@
+// Arena: the chunks of one pool, and the only code that calls into domains.
+//
+// At creation it reserves one virtual range of budget bytes aligned to the chunk size, so that
+// `address -> chunk -> keys` is a subtraction, a shift and one acquire load (ChunkOf), with no
+// lock. It grows a whole chunk at a time: map (os layer), register with every domain in order,
+// then publish the ChunkInfo; a failure at any step undoes the earlier ones, so no chunk is ever
+// half-registered. Chunks stay mapped and registered until the arena is destroyed.
+//
+// The heap asks for space with Carve(): first fit over the unused tails of the chunks, growing
+// when none fits. Carved space is never taken back, so it is always fresh (zero) memory.
+//
+// Thread safety: ChunkOf/SameChunk are lock-free and may race with growth. Carve, Reserve and the
+// stats take `mu_`. Published ChunkInfo records are immutable.
+#ifndef PINPOOL_ARENA_ARENA_H_
+#define PINPOOL_ARENA_ARENA_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "os/os.h"
+#include "pinpool/keys.h"
+#include "pinpool/options.h"
+#include "pinpool/stats.h"
+
+namespace pinpool::internal {
+
+class Arena {
+ public:
+  // Validates the options (kInvalidArgument naming the field) and reserves the range.
+  static absl::StatusOr<std::unique_ptr<Arena>> Create(PoolOptions options);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // The chunk holding `p`, or null when `p` is not inside a mapped chunk of this arena.
+  const ChunkInfo* ChunkOf(const void* p) const noexcept {
+    const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(p) - base_;
+    const std::uintptr_t index = off >> chunk_shift_;
+    if (index >= max_chunks_) return nullptr;
+    return table_[index].load(std::memory_order_acquire);
+  }
+  bool SameChunk(const void* a, const void* b) const noexcept {
+    return ((reinterpret_cast<std::uintptr_t>(a) - base_) >> chunk_shift_) ==
+           ((reinterpret_cast<std::uintptr_t>(b) - base_) >> chunk_shift_);
+  }
+
+  // `size` bytes aligned to `alignment` inside one chunk, growing if needed; null when it cannot
+  // (then last_growth_error() says why). Never returns the same bytes twice.
+  void* Carve(std::size_t size, std::size_t alignment);
+
+  // Grows until at least `bytes` are mapped.
+  absl::Status Reserve(std::size_t bytes);
+  absl::Status last_growth_error() const;
+
+  const PoolOptions& options() const noexcept { return options_; }
+  std::size_t chunk_size() const noexcept { return options_.chunk_size; }
+
+  // Fills the arena's part of the stats (everything but the heap's byte counts).
+  void FillStats(PoolStats& stats) const;
+
+ private:
+  struct DomainCounters {
+    std::uint64_t registrations = 0;
+    std::uint64_t registered_bytes = 0;
+    double seconds = 0;
+    double max_seconds = 0;
+  };
+
+  Arena(PoolOptions options, os::Range range, std::size_t max_chunks);
+
+  absl::Status GrowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RegisterLocked(ChunkInfo& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PinsMemory() const noexcept;
+
+  const PoolOptions options_;
+  const os::Range range_;
+  const std::uintptr_t base_;
+  const unsigned chunk_shift_;
+  const std::size_t max_chunks_;
+  const std::unique_ptr<std::atomic<const ChunkInfo*>[]> table_;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<ChunkInfo>> chunks_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::size_t> carved_ ABSL_GUARDED_BY(mu_);  // bytes used from the front of chunk i
+  std::vector<DomainCounters> domain_counters_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t growth_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status last_growth_error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pinpool::internal
+
+#endif  // PINPOOL_ARENA_ARENA_H_

@@ -1,0 +1,34 @@
+// Names of the public enums in pinpool/keys.h, for stats, errors and tools.
+#include "pinpool/keys.h"
+
+namespace pinpool {
+
+const char* PageSizeName(PageSize p) noexcept {
+  switch (p) {
+    case PageSize::k1G:
+      return "1G";
+    case PageSize::k2M:
+      return "2M";
+    case PageSize::kTransparent:
+      return "THP";
+    case PageSize::k4K:
+      return "4K";
+  }
+  return "?";
+}
+
+const char* DomainKindName(DomainKind k) noexcept {
+  switch (k) {
+    case DomainKind::kHost:
+      return "host";
+    case DomainKind::kVerbs:
+      return "verbs";
+    case DomainKind::kIoUring:
+      return "io_uring";
+    case DomainKind::kCustom:
+      return "custom";
+  }
+  return "?";
+}
+
+}  // namespace pinpool

@@ -1,0 +1,111 @@
+// Pool: the public face over Arena (chunks, keys) and Heap (blocks). Checks arguments that are
+// cheap to check on the fast path and turns misuse into a clear abort rather than corruption.
+#include "pinpool/pool.h"
+
+#include <utility>
+
+#include "arena/arena.h"
+#include "heap/heap.h"
+#include "util/bytes.h"
+#include "util/check.h"
+#include "util/status_macros.h"
+
+namespace pinpool {
+
+using internal::IsPowerOfTwo;
+
+absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
+  PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Arena> arena,
+                           internal::Arena::Create(std::move(options)));
+  PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Heap> heap,
+                           internal::Heap::Create(arena.get()));
+  std::unique_ptr<Pool> pool(new Pool(std::move(arena), std::move(heap)));
+  PINPOOL_RETURN_IF_ERROR(pool->Reserve(pool->options().initial_size));
+  return pool;
+}
+
+Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Heap> heap)
+    : arena_(std::move(arena)), heap_(std::move(heap)) {}
+
+// heap_ goes first (declared last): jemalloc lets go of the chunks before they are unmapped.
+Pool::~Pool() = default;
+
+Block Pool::Allocate(std::size_t size, std::size_t alignment) noexcept {
+  if (size == 0 || size > max_block_size() || !IsPowerOfTwo(alignment) ||
+      alignment > arena_->chunk_size()) {
+    return {};
+  }
+  void* p = heap_->Allocate(size, alignment);
+  if (p == nullptr) return {};
+  const ChunkInfo* chunk = arena_->ChunkOf(p);
+  PINPOOL_DCHECK(chunk != nullptr);
+  return Block(p, size, chunk);
+}
+
+void Pool::Deallocate(const Block& block) noexcept {
+  if (!block) return;
+  void* p = block.data();
+  PINPOOL_CHECK(arena_->ChunkOf(p) != nullptr, "Deallocate(%p): not memory of this pool", p);
+  // Not a sized free: jemalloc's size class depends on the alignment too, which a Block does
+  // not record, and a sized free with the wrong class corrupts the heap.
+  heap_->Free(p);
+}
+
+void Pool::Deallocate(void* data) noexcept {
+  if (data == nullptr) return;
+  PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Deallocate(%p): not memory of this pool", data);
+  heap_->Free(data);
+}
+
+Block Pool::Reallocate(const Block& block, std::size_t new_size) noexcept {
+  return Reallocate(block.data(), new_size);
+}
+
+Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
+  if (data == nullptr) return Allocate(new_size);
+  if (new_size == 0 || new_size > max_block_size()) return {};
+  PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Reallocate(%p): not memory of this pool", data);
+  void* p = heap_->Reallocate(data, new_size);
+  if (p == nullptr) return {};
+  return Block(p, new_size, arena_->ChunkOf(p));
+}
+
+std::optional<Location> Pool::Lookup(const void* address) const noexcept {
+  const ChunkInfo* chunk = arena_->ChunkOf(address);
+  if (chunk == nullptr) return std::nullopt;
+  return Location(const_cast<void*>(address), chunk);
+}
+
+bool Pool::Contains(const void* address) const noexcept {
+  return arena_->ChunkOf(address) != nullptr;
+}
+
+std::size_t Pool::UsableSize(const void* data) const noexcept {
+  if (data == nullptr) return 0;
+  PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "UsableSize(%p): not memory of this pool", data);
+  return heap_->UsableSize(data);
+}
+
+absl::Status Pool::Reserve(std::size_t bytes) { return arena_->Reserve(bytes); }
+
+absl::Status Pool::last_growth_error() const { return arena_->last_growth_error(); }
+
+PoolStats Pool::GetStats() const {
+  PoolStats stats;
+  arena_->FillStats(stats);
+  const internal::Heap::ByteCounts counts = heap_->Counts();
+  stats.allocated_bytes = counts.allocated;
+  stats.heap_active_bytes = counts.active;
+  stats.thread_caches = heap_->ThreadCacheCount();
+  return stats;
+}
+
+const PoolOptions& Pool::options() const noexcept { return arena_->options(); }
+
+std::size_t Pool::chunk_size() const noexcept { return arena_->chunk_size(); }
+
+// jemalloc's size classes near a power of two C are 5/8 C, 6/8 C, 7/8 C and C; a large block
+// also needs one page of padding, so C itself never fits in a chunk of C bytes.
+std::size_t Pool::max_block_size() const noexcept { return arena_->chunk_size() / 8 * 7; }
+
+}  // namespace pinpool
