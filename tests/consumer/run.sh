@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Packaging test (ctest `packaging.consumers`): installs this build tree into a fresh temporary
+# prefix and proves that an application can use it from there, the two ways users will:
+#   1. find_package(pinpool 0.1 CONFIG) + pinpool::pinpool   (tests/consumer/find_package)
+#   2. plain pkg-config, g++ -std=c++20                       (tests/consumer/pkg_config/Makefile)
+# Each consumer is built, checked to load libpinpool from the prefix, and run (must print OK).
+# Also checks the installed layout (no jemalloc shipped), that each installed header compiles on
+# its own, that find_package refuses an incompatible version, and that a DESTDIR staged install
+# writes the final prefix into pinpool.pc.
+# Needs no network; removes its temporary directory on exit (set PINPOOL_KEEP_TMP=1 to keep it).
+#
+# Environment (set by tests/consumer/CMakeLists.txt):
+#   PINPOOL_BUILD_DIR   the build tree to install (already built)
+#   PINPOOL_LIBDIR      CMAKE_INSTALL_LIBDIR of that tree (lib, lib/x86_64-linux-gnu, ...)
+#   PINPOOL_VERSION     the project version, which pkg-config must report
+#   CMAKE, CMAKE_GENERATOR, CXX   tools to use (default: cmake, Ninja if present, c++)
+set -euo pipefail
+
+fail() {
+  echo "run.sh: FAILED: $*" >&2
+  exit 1
+}
+trap 'echo "run.sh: FAILED (line $LINENO, exit $?): $BASH_COMMAND" >&2' ERR
+step() { echo "== $*"; }
+
+build=${PINPOOL_BUILD_DIR:?set PINPOOL_BUILD_DIR to the pinpool build tree}
+libdir=${PINPOOL_LIBDIR:?set PINPOOL_LIBDIR to CMAKE_INSTALL_LIBDIR}
+version=${PINPOOL_VERSION:?set PINPOOL_VERSION}
+cmake=${CMAKE:-cmake}
+cxx=${CXX:-c++}
+generator=${CMAKE_GENERATOR:-}
+if [[ -z $generator ]]; then
+  if command -v ninja >/dev/null; then generator=Ninja; else generator="Unix Makefiles"; fi
+fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/pinpool-consumer.XXXXXX")
+cleanup() {
+  if [[ ${PINPOOL_KEEP_TMP:-0} == 1 ]]; then
+    echo "run.sh: kept $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+prefix=$work/prefix
+
+# Runs a command quietly; on failure shows its output and fails.
+quiet() {
+  local log=$work/last.log
+  if ! "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    fail "$*"
+  fi
+}
+
+# The directory libpinpool.so.<major> is loaded from when running $1 (with the current env).
+loaded_from() {
+  local line
+  line=$(ldd "$1" | grep -F 'libpinpool.so') || fail "$1 does not link libpinpool"
+  line=${line#*=> }
+  line=${line%% (*}
+  [[ -f $line ]] || fail "$1 cannot find libpinpool: $line"
+  dirname "$(realpath "$line")"
+}
+
+step "install $build into $prefix"
+quiet "$cmake" --install "$build" --prefix "$prefix"
+for f in "$libdir/libpinpool.so" "include/pinpool/pinpool.h" "include/pinpool/pool.h" \
+  "include/pinpool/version.h" "$libdir/cmake/pinpool/pinpoolConfig.cmake" \
+  "$libdir/cmake/pinpool/pinpoolConfigVersion.cmake" "$libdir/cmake/pinpool/pinpoolTargets.cmake" \
+  "$libdir/pkgconfig/pinpool.pc"; do
+  [[ -e $prefix/$f ]] || fail "not installed: $f"
+done
+soname=$(readelf -d "$prefix/$libdir/libpinpool.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[[ $soname == "libpinpool.so.${version%%.*}" ]] || fail "SONAME is '$soname'"
+[[ -e $prefix/$libdir/$soname ]] || fail "not installed: $libdir/$soname"
+if jemalloc=$(find "$prefix" -iname '*jemalloc*' | grep .); then
+  fail "jemalloc must stay inside libpinpool.so, but was installed: $jemalloc"
+fi
+echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
+expected_libdir=$(realpath "$prefix/$libdir")
+
+step "every installed header compiles on its own (needs nothing that was not installed)"
+absl_cflags=$(pkg-config --cflags absl_status absl_statusor)
+headers=("$prefix"/include/pinpool/*.h)
+for header in "${headers[@]}"; do
+  # shellcheck disable=SC2086  # absl_cflags is a list of flags
+  echo "#include \"pinpool/$(basename "$header")\"" |
+    "$cxx" -std=c++20 -Wall -Wextra -Werror -fsyntax-only -x c++ -I"$prefix/include" $absl_cflags - \
+      >"$work/header.log" 2>&1 || { cat "$work/header.log" >&2; fail "pinpool/$(basename "$header")"; }
+done
+echo "${#headers[@]} headers OK"
+
+step "find_package consumer"
+quiet "$cmake" -S "$here/find_package" -B "$work/find_package" -G "$generator" \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+found=$(sed -n 's/^pinpool_DIR:PATH=//p' "$work/find_package/CMakeCache.txt")
+[[ $found == "$prefix/"* ]] || fail "find_package found pinpool at '$found', not in $prefix"
+quiet "$cmake" --build "$work/find_package"
+exe=$work/find_package/consumer_find_package
+[[ $(loaded_from "$exe") == "$expected_libdir" ]] || fail "$exe loads libpinpool from elsewhere"
+out=$("$exe") || fail "consumer_find_package exited with $?"
+echo "$out"
+[[ $out == *" consumer OK" ]] || fail "consumer_find_package did not print OK"
+
+step "find_package refuses an incompatible version (pinpool 1.0)"
+if "$cmake" -S "$here/find_package" -B "$work/find_package_v1" -G "$generator" \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" -DPINPOOL_CONSUMER_VERSION=1.0 \
+  >"$work/v1.log" 2>&1; then
+  cat "$work/v1.log" >&2
+  fail "find_package(pinpool 1.0) accepted version $version"
+fi
+grep -qF "version: $version" "$work/v1.log" ||
+  { cat "$work/v1.log" >&2; fail "find_package(pinpool 1.0) failed for another reason"; }
+echo "refused, as it should"
+
+step "pkg-config consumer"
+export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+pc_version=$(pkg-config --modversion pinpool)
+[[ $pc_version == "$version" ]] || fail "pkg-config reports version '$pc_version', not $version"
+pc_prefix=$(pkg-config --variable=prefix pinpool)
+[[ $pc_prefix == "$prefix" ]] || fail "pinpool.pc has prefix=$pc_prefix, not $prefix"
+echo "pkg-config --cflags --libs pinpool: $(pkg-config --cflags --libs pinpool)"
+if pkg-config --cflags pinpool | grep -q -- '-std='; then fail "pinpool.pc sets the C++ standard"; fi
+mkdir "$work/pkg_config"
+quiet make -f "$here/pkg_config/Makefile" -C "$work/pkg_config" SRCDIR="$here" CXX="$cxx"
+exe=$work/pkg_config/consumer_pkg_config
+export LD_LIBRARY_PATH="$prefix/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[[ $(loaded_from "$exe") == "$expected_libdir" ]] || fail "$exe loads libpinpool from elsewhere"
+out=$("$exe") || fail "consumer_pkg_config exited with $?"
+echo "$out"
+[[ $out == *" consumer OK" ]] || fail "consumer_pkg_config did not print OK"
+
+step "DESTDIR staged install keeps the final prefix in pinpool.pc"
+quiet env DESTDIR="$work/stage" "$cmake" --install "$build" --prefix /opt/pinpool-staged
+staged_pc=$work/stage/opt/pinpool-staged/$libdir/pkgconfig/pinpool.pc
+[[ -f $staged_pc ]] || fail "DESTDIR install did not write $staged_pc"
+grep -qx 'prefix=/opt/pinpool-staged' "$staged_pc" || { cat "$staged_pc" >&2; fail "staged pinpool.pc has the wrong prefix"; }
+[[ ! -e /opt/pinpool-staged ]] || fail "DESTDIR install wrote outside DESTDIR"
+echo "staged pinpool.pc says prefix=/opt/pinpool-staged"
+
+echo "packaging: all consumers OK"

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Linking test (ctest `linking.malloc_unchanged`): installs this build tree into a fresh temporary
+# prefix, builds tests/linking/malloc_unchanged.cc against the installed pinpool the way an
+# application would (tests/linking/app: find_package + pinpool::pinpool), runs it, and runs
+# check-exports.sh on the installed libpinpool.so as well. Fails loudly on any error.
+# Needs no network; removes its temporary directory on exit (set PINPOOL_KEEP_TMP=1 to keep it).
+#
+# Environment (set by tests/linking/CMakeLists.txt):
+#   PINPOOL_BUILD_DIR   the build tree to install (already built)
+#   PINPOOL_LIBDIR      CMAKE_INSTALL_LIBDIR of that tree
+#   CMAKE, CMAKE_GENERATOR, CXX   tools to use (default: cmake, Ninja if present, c++)
+set -euo pipefail
+
+fail() {
+  echo "run.sh: FAILED: $*" >&2
+  exit 1
+}
+trap 'echo "run.sh: FAILED (line $LINENO, exit $?): $BASH_COMMAND" >&2' ERR
+step() { echo "== $*"; }
+
+build=${PINPOOL_BUILD_DIR:?set PINPOOL_BUILD_DIR to the pinpool build tree}
+libdir=${PINPOOL_LIBDIR:?set PINPOOL_LIBDIR to CMAKE_INSTALL_LIBDIR}
+cmake=${CMAKE:-cmake}
+cxx=${CXX:-c++}
+generator=${CMAKE_GENERATOR:-}
+if [[ -z $generator ]]; then
+  if command -v ninja >/dev/null; then generator=Ninja; else generator="Unix Makefiles"; fi
+fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/pinpool-linking.XXXXXX")
+cleanup() {
+  if [[ ${PINPOOL_KEEP_TMP:-0} == 1 ]]; then
+    echo "run.sh: kept $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+prefix=$work/prefix
+
+quiet() {
+  local log=$work/last.log
+  if ! "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    fail "$*"
+  fi
+}
+
+step "install $build into $prefix"
+quiet "$cmake" --install "$build" --prefix "$prefix"
+installed_lib=$prefix/$libdir/libpinpool.so
+[[ -f $installed_lib ]] || fail "not installed: $libdir/libpinpool.so"
+
+# Both checks always run, so one run shows everything that is wrong.
+status=0
+
+step "exported symbols of the installed library"
+bash "$here/check-exports.sh" "$installed_lib" || status=1
+
+step "build malloc_unchanged against the installed pinpool"
+quiet "$cmake" -S "$here/app" -B "$work/app" -G "$generator" -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+found=$(sed -n 's/^pinpool_DIR:PATH=//p' "$work/app/CMakeCache.txt")
+[[ $found == "$prefix/"* ]] || fail "find_package found pinpool at '$found', not in $prefix"
+quiet "$cmake" --build "$work/app"
+
+step "run malloc_unchanged"
+# It checks itself that libpinpool.so was loaded from the prefix (argument 1).
+"$work/app/malloc_unchanged" "$prefix/$libdir" || status=1
+
+[[ $status -eq 0 ]] || fail "see the FAIL lines above"
+echo "linking: the installed pinpool leaves malloc alone"
