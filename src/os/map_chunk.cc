@@ -1,0 +1,299 @@
+// Mapping chunks inside a reservation with a page-size policy: 1 GiB hugetlb, 2 MiB hugetlb,
+// transparent huge pages, 4 KiB, largest first, each verified afterwards from smaps.
+//
+// Invariant: whatever happens, [at, at + length) ends up a fully mapped chunk (success) or a
+// PROT_NONE reservation again (error, UnmapChunk), never unmapped. Kernel facts (seen on 6.18): a
+// failed MAP_FIXED hugetlb mmap has already unmapped what was there, leaving a hole that another
+// thread's mmap could take before it is re-reserved; a failed MAP_FIXED anonymous mmap leaves the
+// old mapping in place (old kernels do not). So hugetlb chunks, which fail routinely (no free huge
+// pages), are mapped elsewhere first and moved in with mremap(MREMAP_FIXED), which replaces the
+// reservation atomically (Linux >= 5.16; older kernels map in place), and every failure path
+// re-reserves with MAP_FIXED PROT_NONE.
+// Thread-safe: the kernel serializes the mm changes; chunks must not be mapped twice at once.
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "os/os.h"
+#include "util/bytes.h"
+#include "util/check.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+namespace pinpool::internal::os {
+namespace {
+
+constexpr std::size_t kBasePage = std::size_t{4} << 10;
+constexpr int kMapHuge2M = 21 << MAP_HUGE_SHIFT;
+constexpr int kMapHuge1G = 30 << MAP_HUGE_SHIFT;
+constexpr const char* kAllowFallback = "allow fallback (PoolOptions::require_page_size = false)";
+
+// madvise, counted; returns 0 or errno.
+int Madvise(void* at, std::size_t length, int advice) noexcept {
+  counters().madvise.fetch_add(1, std::memory_order_relaxed);
+  return ::madvise(at, length, advice) == 0 ? 0 : errno;
+}
+
+// Makes [at, at + length) a PROT_NONE reservation again, whatever is there now (a chunk, a
+// reservation, or a hole left by a failed MAP_FIXED). Failing here would leave the range open to
+// other mmaps that the arena would later overwrite, so it is fatal.
+void Rereserve(void* at, std::size_t length) noexcept {
+  counters().mmap.fetch_add(1, std::memory_order_relaxed);
+  void* p =
+      ::mmap(at, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  PINPOOL_CHECK(p == at, "cannot turn %p + %zu back into a reservation: mmap: %s", at, length,
+                std::strerror(errno));
+}
+
+std::optional<std::uint64_t> ReadCount(const std::string& path) {
+  auto text = ReadKernelFile(path.c_str());
+  if (!text.ok()) return std::nullopt;
+  std::uint64_t v = 0;
+  const char* end = text->data() + text->size();
+  if (std::from_chars(text->data(), end, v).ec != std::errc()) return std::nullopt;
+  return v;
+}
+
+// The selected word of a sysfs choice file ("always [madvise] never" -> "madvise").
+std::string ReadChoice(const char* path) {
+  auto text = ReadKernelFile(path);
+  if (!text.ok()) return "unavailable";
+  const std::size_t open = text->find('[');
+  const std::size_t close = text->find(']', open);
+  if (open == std::string::npos || close == std::string::npos) return "unknown";
+  return text->substr(open + 1, close - open - 1);
+}
+
+absl::Status HugetlbUnavailable(PageSize size, std::size_t length, int err) {
+  const std::size_t page = PageBytes(size);
+  const std::string dir = absl::StrFormat("/sys/kernel/mm/hugepages/hugepages-%dkB", page >> 10);
+  const std::optional<std::uint64_t> free = ReadCount(dir + "/free_hugepages");
+  if (!free) {
+    return absl::UnavailableError(absl::StrFormat(
+        "this machine has no %s huge pages for a %s chunk (%s does not exist; mmap: %s): use a "
+        "smaller PoolOptions::page_size, or %s",
+        FormatBytes(page), FormatBytes(length), dir, std::strerror(err), kAllowFallback));
+  }
+  const std::uint64_t total = ReadCount(dir + "/nr_hugepages").value_or(0);
+  const std::uint64_t promised = ReadCount(dir + "/resv_hugepages").value_or(0);
+  const std::uint64_t needed = length / page;
+  const std::uint64_t available = *free > promised ? *free - promised : 0;
+  const std::uint64_t target = total + (needed > available ? needed - available : needed);
+  std::string fix;
+  if (size == PageSize::k2M) {
+    fix = absl::StrFormat("`sysctl vm.nr_hugepages=%d` or `echo %d > %s/nr_hugepages`", target,
+                          target, dir);
+  } else {
+    fix = absl::StrFormat(
+        "`echo %d > %s/nr_hugepages` (or at boot, `hugepagesz=1G hugepages=%d`: 1 GiB pages are "
+        "hard to find once memory is fragmented)",
+        target, dir, target);
+  }
+  std::string also;
+  if (available >= needed) {
+    also = absl::StrFormat(
+        " (enough are free, so check the cgroup's hugetlb.%s.max and the NUMA "
+        "memory policy)",
+        size == PageSize::k2M ? "2MB" : "1GB");
+  }
+  return absl::UnavailableError(absl::StrFormat(
+      "no %s huge pages available for a %s chunk (HugePages_Free is %d%s, %d needed; mmap: %s)%s: "
+      "reserve them with %s, or %s",
+      FormatBytes(page), FormatBytes(length), *free,
+      promised != 0 ? absl::StrFormat(", %d of them promised to other mappings", promised) : "",
+      needed, std::strerror(err), also, fix, kAllowFallback));
+}
+
+absl::Status ThpUnavailable(std::size_t length, bool eligible, std::string_view detail) {
+  const std::string enabled = ReadChoice("/sys/kernel/mm/transparent_hugepage/enabled");
+  if (enabled != "always" && enabled != "madvise") {
+    return absl::UnavailableError(absl::StrFormat(
+        "no transparent huge pages for a %s chunk: /sys/kernel/mm/transparent_hugepage/enabled is "
+        "[%s]%s: enable them with `echo madvise > /sys/kernel/mm/transparent_hugepage/enabled`, "
+        "use hugetlb pages (PoolOptions::page_size = PageSize::k2M), or %s",
+        FormatBytes(length), enabled, detail, kAllowFallback));
+  }
+  if (!eligible) {
+    return absl::UnavailableError(absl::StrFormat(
+        "a %s chunk is not eligible for transparent huge pages (THPeligible is 0 although THP is "
+        "[%s])%s: check whether this process disabled THP (prctl PR_SET_THP_DISABLE), use "
+        "hugetlb pages (PoolOptions::page_size = PageSize::k2M), or %s",
+        FormatBytes(length), enabled, detail, kAllowFallback));
+  }
+  return absl::UnavailableError(absl::StrFormat(
+      "the kernel gave no transparent huge pages to a %s chunk (THP [%s], defrag [%s])%s: free "
+      "memory is probably fragmented; try `echo 1 > /proc/sys/vm/compact_memory`, use hugetlb "
+      "pages (PoolOptions::page_size = PageSize::k2M with vm.nr_hugepages reserved), or %s",
+      FormatBytes(length), enabled, ReadChoice("/sys/kernel/mm/transparent_hugepage/defrag"),
+      detail, kAllowFallback));
+}
+
+// Faults every page of a fresh anonymous mapping in, writable.
+absl::Status Populate(void* at, std::size_t length) {
+  for (;;) {
+    const int err = Madvise(at, length, MADV_POPULATE_WRITE);
+    if (err == 0) return absl::OkStatus();
+    if (err == EINTR) continue;
+    if (err == EINVAL) {
+      // Before Linux 5.14: touch one byte per page (the mapping is fresh, so it reads 0).
+      volatile char* p = static_cast<volatile char*>(at);
+      for (std::size_t off = 0; off < length; off += kBasePage) p[off] = 0;
+      return absl::OkStatus();
+    }
+    const std::string msg =
+        absl::StrFormat("cannot populate a %s chunk: madvise(MADV_POPULATE_WRITE): %s",
+                        FormatBytes(length), std::strerror(err));
+    if (err == ENOMEM) {
+      return absl::ResourceExhaustedError(
+          msg + " (out of memory: free memory or the cgroup's memory.max is short of it)");
+    }
+    return absl::InternalError(msg);
+  }
+}
+
+// Marks a freshly mapped chunk MADV_DONTFORK (a child must never get copy-on-write copies of
+// registered pages, which would leave the parent's DMA target behind) and reads back what backs
+// it. Re-reserves the range on error.
+absl::StatusOr<MappedChunk> Finish(void* at, std::size_t length) {
+  if (const int err = Madvise(at, length, MADV_DONTFORK); err != 0) {
+    Rereserve(at, length);
+    return absl::InternalError(absl::StrFormat("madvise(MADV_DONTFORK) on a %s chunk: %s",
+                                               FormatBytes(length), std::strerror(err)));
+  }
+  absl::StatusOr<MappedChunk> got = QueryPages(at, length);
+  if (!got.ok()) Rereserve(at, length);
+  return got;
+}
+
+absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize size, bool populate) {
+  // No MAP_NORESERVE: the pages are reserved now, so later faults cannot fail.
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB |
+                    (size == PageSize::k1G ? kMapHuge1G : kMapHuge2M) |
+                    (populate ? MAP_POPULATE : 0);
+  counters().mmap.fetch_add(1, std::memory_order_relaxed);
+  void* fresh = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (fresh == MAP_FAILED) return HugetlbUnavailable(size, length, errno);  // range untouched
+  if (fresh != at) {
+    counters().mmap.fetch_add(1, std::memory_order_relaxed);  // mremap counts as an mmap
+    void* moved = ::mremap(fresh, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, at);
+    if (moved == MAP_FAILED) {
+      const int err = errno;
+      counters().munmap.fetch_add(1, std::memory_order_relaxed);
+      ::munmap(fresh, length);
+      Rereserve(at, length);  // a failed MREMAP_FIXED may have unmapped the target already
+      if (err != EINVAL) {
+        return absl::ResourceExhaustedError(
+            absl::StrFormat("cannot move %s huge pages into a %s chunk: mremap: %s",
+                            FormatBytes(PageBytes(size)), FormatBytes(length), std::strerror(err)));
+      }
+      // Before Linux 5.16 hugetlb mappings cannot be mremapped: map in place. A failure here
+      // opens a hole for an instant (closed by Rereserve), which the path above avoids.
+      counters().mmap.fetch_add(1, std::memory_order_relaxed);
+      if (::mmap(at, length, PROT_READ | PROT_WRITE, flags | MAP_FIXED, -1, 0) == MAP_FAILED) {
+        const int map_err = errno;
+        Rereserve(at, length);
+        return HugetlbUnavailable(size, length, map_err);
+      }
+    }
+  }
+  absl::StatusOr<MappedChunk> got = Finish(at, length);
+  if (got.ok() && got->page_size != size) {
+    Rereserve(at, length);
+    return absl::InternalError(absl::StrFormat(
+        "asked for %s huge pages, smaps reports a different page size for the %s chunk at %p",
+        FormatBytes(PageBytes(size)), FormatBytes(length), at));
+  }
+  return got;
+}
+
+// THP (`thp`) or 4 KiB pages. A failure to get memory at all is final: a smaller page size would
+// need the same mmap.
+absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp, bool require,
+                                         bool populate) {
+  counters().mmap.fetch_add(1, std::memory_order_relaxed);
+  if (::mmap(at, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+      MAP_FAILED) {
+    const int err = errno;
+    Rereserve(at, length);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot map a %s chunk: mmap: %s (the kernel would not commit the memory: check free "
+        "memory, vm.overcommit_memory and the cgroup's memory.max)",
+        FormatBytes(length), std::strerror(err)));
+  }
+  if (thp) {
+    if (const int err = Madvise(at, length, MADV_HUGEPAGE); err != 0 && require) {
+      Rereserve(at, length);  // EINVAL: a kernel built without THP
+      return ThpUnavailable(length, /*eligible=*/false,
+                            absl::StrFormat("; madvise(MADV_HUGEPAGE): %s", std::strerror(err)));
+    }
+  } else {
+    // Honour "at most 4 KiB" even when THP is in `always` mode (and so keep khugepaged away).
+    Madvise(at, length, MADV_NOHUGEPAGE);  // EINVAL without THP support: nothing to prevent
+  }
+  if (populate) {
+    if (absl::Status s = Populate(at, length); !s.ok()) {
+      Rereserve(at, length);
+      return s;
+    }
+  }
+  absl::StatusOr<MappedChunk> got = Finish(at, length);
+  if (!got.ok()) return got;
+  // Populated, a THP-eligible chunk without a single huge page did not get THP. Unpopulated, the
+  // most that can be verified is eligibility (huge_bytes is then 0 until first touch).
+  const bool eligible = got->page_size == PageSize::kTransparent;
+  if (populate && got->huge_bytes == 0) got->page_size = PageSize::k4K;
+  if (thp && require && got->page_size != PageSize::kTransparent) {
+    Rereserve(at, length);
+    return ThpUnavailable(length, eligible, "");
+  }
+  return got;
+}
+
+}  // namespace
+
+absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
+                                     bool populate) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(at);
+  if (at == nullptr || length == 0 || addr % kBasePage != 0 || length % kBasePage != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot map a chunk of %d bytes at %p: address and length must be non-zero multiples of "
+        "4 KiB",
+        length, at));
+  }
+  const auto fits = [&](PageSize s) {
+    return addr % PageBytes(s) == 0 && length % PageBytes(s) == 0;
+  };
+  if (require && !fits(largest)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot require %s pages for a %s chunk at %p: its address and length must be multiples "
+        "of %s",
+        FormatBytes(PageBytes(largest)), FormatBytes(length), at, FormatBytes(PageBytes(largest))));
+  }
+  for (PageSize s : {PageSize::k1G, PageSize::k2M, PageSize::kTransparent, PageSize::k4K}) {
+    if (s < largest) continue;  // PageSize is ordered largest first
+    if (require && s != largest) break;
+    if (!fits(s)) continue;
+    if (s == PageSize::k1G || s == PageSize::k2M) {
+      absl::StatusOr<MappedChunk> got = MapHugetlb(at, length, s, populate);
+      if (got.ok() || require) return got;
+      continue;  // the range is a reservation again: try smaller pages
+    }
+    return MapAnonymous(at, length, s == PageSize::kTransparent, require, populate);
+  }
+  return absl::InternalError("no page size to try");  // unreachable: 4 KiB always fits
+}
+
+void UnmapChunk(void* at, std::size_t length) noexcept { Rereserve(at, length); }
+
+}  // namespace pinpool::internal::os

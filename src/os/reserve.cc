@@ -1,0 +1,80 @@
+// Address-space reservations: PROT_NONE, MAP_NORESERVE ranges that cost no memory and keep every
+// other mapping of the process out, so that chunks can later be mapped MAP_FIXED inside them and
+// `pointer -> chunk` is an index computation. Also owns the layer's syscall counters.
+//
+// Invariant: a Range returned by Reserve is aligned to the requested alignment and stays mapped
+// (reserved or holding chunks) until Release. Thread-safe; the counters are relaxed atomics.
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "os/os.h"
+#include "util/bytes.h"
+#include "util/check.h"
+
+namespace pinpool::internal::os {
+namespace {
+
+constexpr std::size_t kBasePage = std::size_t{4} << 10;
+
+}  // namespace
+
+Counters& counters() noexcept {
+  static Counters counters;
+  return counters;
+}
+
+absl::StatusOr<Range> Reserve(std::size_t length, std::size_t alignment) {
+  if (length == 0) return absl::InvalidArgumentError("cannot reserve 0 bytes of address space");
+  if (!IsPowerOfTwo(alignment)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("reservation alignment %d is not a power of two", alignment));
+  }
+  if (alignment < kBasePage) alignment = kBasePage;
+  if (length > SIZE_MAX - alignment - kBasePage) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cannot reserve %d bytes aligned to %s: larger than the address space",
+                        length, FormatBytes(alignment)));
+  }
+  length = (length + kBasePage - 1) & ~(kBasePage - 1);
+
+  // mmap only promises page alignment: over-reserve by one alignment and trim both ends.
+  const std::size_t padded = alignment > kBasePage ? length + alignment : length;
+  counters().mmap.fetch_add(1, std::memory_order_relaxed);
+  void* raw =
+      ::mmap(nullptr, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) {
+    const int err = errno;
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot reserve %s of address space aligned to %s: mmap: %s (check `ulimit -v` and "
+        "vm.max_map_count, or use a smaller PoolOptions::budget)",
+        FormatBytes(length), FormatBytes(alignment), std::strerror(err)));
+  }
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t base = (start + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
+  const std::size_t head = base - start;
+  const std::size_t tail = padded - head - length;
+  if (head != 0) {
+    counters().munmap.fetch_add(1, std::memory_order_relaxed);
+    PINPOOL_CHECK(::munmap(raw, head) == 0, "munmap of reservation head: %s", std::strerror(errno));
+  }
+  if (tail != 0) {
+    counters().munmap.fetch_add(1, std::memory_order_relaxed);
+    PINPOOL_CHECK(::munmap(reinterpret_cast<void*>(base + length), tail) == 0,
+                  "munmap of reservation tail: %s", std::strerror(errno));
+  }
+  return Range{reinterpret_cast<void*>(base), length};
+}
+
+void Release(Range range) noexcept {
+  if (range.base == nullptr || range.length == 0) return;
+  counters().munmap.fetch_add(1, std::memory_order_relaxed);
+  PINPOOL_CHECK(::munmap(range.base, range.length) == 0, "munmap of reservation %p + %zu: %s",
+                range.base, range.length, std::strerror(errno));
+}
+
+}  // namespace pinpool::internal::os
