@@ -1,0 +1,115 @@
+/* pinpool C API: malloc-style access to a pinned, registered memory pool, for C programs and
+ * for dropping pinpool into existing code. C99 and C++ compatible; the C++ API is
+ * pinpool/pinpool.h.
+ *
+ * A pinpool_pool_t is an opaque handle to one pool. Pools created here register their memory with
+ * the pin-only host domain (mlock); pinpool_keys() reports a pointer's chunk and keys.
+ *
+ * Errors: pinpool_create() returns 0 or a negative errno code and writes an actionable message
+ * ("RLIMIT_MEMLOCK is 8 MiB; ...") to errbuf. The allocation functions return NULL on failure and
+ * set errno (ENOMEM, or EINVAL for a bad alignment), like their libc namesakes. They never abort
+ * on exhaustion; they abort with a message when handed a pointer the pool does not own (free,
+ * realloc), since that would corrupt memory.
+ *
+ * Thread safety: every function except pinpool_create/pinpool_destroy may be called from any
+ * thread at once for the same pool; memory may be freed by another thread than allocated it.
+ * Destroying a pool while it is in use is a bug.
+ */
+#ifndef PINPOOL_PINPOOL_C_H_
+#define PINPOOL_PINPOOL_C_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pinpool_pool pinpool_pool_t;
+
+/* Largest page size a pool tries for its chunks (falling back to smaller ones unless
+ * require_page_size is set). Same order as pinpool::PageSize. */
+typedef enum pinpool_page_size {
+  PINPOOL_PAGE_1G = 0,          /* hugetlb, 1 GiB pages */
+  PINPOOL_PAGE_2M = 1,          /* hugetlb, 2 MiB pages */
+  PINPOOL_PAGE_TRANSPARENT = 2, /* transparent huge pages (best effort by the kernel) */
+  PINPOOL_PAGE_4K = 3           /* base pages */
+} pinpool_page_size_t;
+
+/* What a pool is created from; see pinpool::PoolOptions for the full meaning of each field.
+ * Always start from pinpool_options_init() so that fields added later get their defaults. */
+typedef struct pinpool_options {
+  size_t chunk_size;             /* power of two, 2 MiB .. 1 GiB; the largest allocation is 7/8 */
+  size_t budget;                 /* most bytes the pool may map and pin */
+  size_t initial_size;           /* bytes mapped and registered by pinpool_create */
+  pinpool_page_size_t page_size; /* largest page size to try */
+  bool require_page_size;        /* fail rather than fall back to smaller pages */
+  bool populate;                 /* fault every page in when a chunk is mapped */
+} pinpool_options_t;
+
+/* The registration an address lies in, for one domain of its pool. */
+typedef struct pinpool_keys {
+  uint32_t lkey;         /* RDMA local key (ibv_sge.lkey); 0 for non-RDMA domains */
+  uint32_t rkey;         /* RDMA remote key; 0 for non-RDMA domains */
+  uint32_t buffer_index; /* io_uring fixed-buffer index; 0 for other domains */
+  uintptr_t base;        /* first address covered by the registration */
+  size_t length;         /* bytes covered by the registration */
+  uint64_t offset;       /* the address minus base */
+} pinpool_keys_t;
+
+/* Fills *options with the same defaults as pinpool::PoolOptions. */
+void pinpool_options_init(pinpool_options_t* options);
+
+/* Creates a pool. options may be NULL (defaults). On success stores the pool in *out and returns
+ * 0. On failure stores NULL, returns a negative errno code and, when errlen > 0, writes the
+ * reason (NUL-terminated, truncated to errlen) to errbuf:
+ *   -EINVAL  an option is invalid          -ENOMEM  budget, RLIMIT_MEMLOCK or address space
+ *   -EAGAIN  required huge pages missing   -EPERM   not permitted
+ *   -ENODEV  a device was not found        -ENOSYS  unsupported
+ *   -EIO     anything else (the message says what) */
+int pinpool_create(const pinpool_options_t* options, pinpool_pool_t** out, char* errbuf,
+                   size_t errlen);
+
+/* Deregisters and unmaps everything the pool created; its memory becomes invalid. NULL is
+ * ignored. */
+void pinpool_destroy(pinpool_pool_t* pool);
+
+/* At least `size` bytes aligned for any fundamental type, or NULL (errno ENOMEM). A size of 0
+ * returns a unique pointer that must be freed, never NULL. */
+void* pinpool_malloc(pinpool_pool_t* pool, size_t size);
+
+/* Zeroed memory for n objects of `size` bytes, or NULL (errno ENOMEM, also when n * size
+ * overflows). */
+void* pinpool_calloc(pinpool_pool_t* pool, size_t n, size_t size);
+
+/* realloc(3) semantics: p NULL is pinpool_malloc(size); size 0 frees p and returns NULL (unlike
+ * pinpool_malloc(0)); otherwise resizes in place or moves the contents (up to the smaller size),
+ * returning the new pointer. On failure returns NULL with errno ENOMEM and leaves p allocated and
+ * unchanged. */
+void* pinpool_realloc(pinpool_pool_t* pool, void* p, size_t size);
+
+/* `size` bytes aligned to `alignment`, a power of two no larger than the chunk size. NULL with
+ * errno EINVAL for a bad alignment, ENOMEM when out of memory. size need not be a multiple of
+ * alignment. */
+void* pinpool_aligned_alloc(pinpool_pool_t* pool, size_t alignment, size_t size);
+
+/* Frees memory from this pool's allocation functions. NULL is ignored. */
+void pinpool_free(pinpool_pool_t* pool, void* p);
+
+/* Bytes usable at p (>= the size asked for); 0 for NULL or a pointer outside the pool. */
+size_t pinpool_usable_size(const pinpool_pool_t* pool, const void* p);
+
+/* The registration that address p (any address inside a live allocation) lies in, for the pool's
+ * domain number `domain` (0 for pools created here). Returns 0, or -EINVAL when p is not in the
+ * pool, domain is out of range, or out is NULL. */
+int pinpool_keys(const pinpool_pool_t* pool, const void* p, size_t domain, pinpool_keys_t* out);
+
+/* "major.minor.patch" of the library actually linked. */
+const char* pinpool_version(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PINPOOL_PINPOOL_C_H_ */

@@ -1,0 +1,223 @@
+// The C API (pinpool/pinpool_c.h) over pinpool::Pool.
+//
+// A pinpool_pool_t* is a pinpool::Pool* in disguise: struct pinpool_pool is never defined, the
+// handle is only ever cast back, so the C API adds no indirection to the fast path. Every entry
+// point is noexcept: nothing thrown below (std::bad_alloc from building options or Pool::Create)
+// may unwind into C; it becomes an error code instead. Allocation failures set errno as libc does.
+// Thread safety is Pool's.
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <new>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "pinpool/block.h"
+#include "pinpool/keys.h"
+#include "pinpool/options.h"
+#include "pinpool/pinpool_c.h"
+#include "pinpool/pool.h"
+#include "pinpool/version.h"
+#include "util/bytes.h"
+
+namespace pinpool {
+namespace {
+
+static_assert(PINPOOL_PAGE_1G == static_cast<int>(PageSize::k1G));
+static_assert(PINPOOL_PAGE_2M == static_cast<int>(PageSize::k2M));
+static_assert(PINPOOL_PAGE_TRANSPARENT == static_cast<int>(PageSize::kTransparent));
+static_assert(PINPOOL_PAGE_4K == static_cast<int>(PageSize::k4K));
+
+Pool* AsPool(pinpool_pool_t* pool) noexcept { return reinterpret_cast<Pool*>(pool); }
+const Pool* AsPool(const pinpool_pool_t* pool) noexcept {
+  return reinterpret_cast<const Pool*>(pool);
+}
+
+// Copies `message` into errbuf, truncated and always NUL-terminated when errlen > 0.
+void SetError(char* errbuf, std::size_t errlen, absl::string_view message) noexcept {
+  if (errbuf == nullptr || errlen == 0) return;
+  const std::size_t n = message.size() < errlen - 1 ? message.size() : errlen - 1;
+  std::memcpy(errbuf, message.data(), n);
+  errbuf[n] = '\0';
+}
+
+int ErrnoFor(absl::StatusCode code) noexcept {
+  switch (code) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return -EINVAL;
+    case absl::StatusCode::kResourceExhausted:
+      return -ENOMEM;
+    case absl::StatusCode::kUnavailable:
+      return -EAGAIN;
+    case absl::StatusCode::kPermissionDenied:
+      return -EPERM;
+    case absl::StatusCode::kNotFound:
+      return -ENODEV;
+    case absl::StatusCode::kUnimplemented:
+      return -ENOSYS;
+    default:
+      return -EIO;
+  }
+}
+
+int Create(const pinpool_options_t* c_options, pinpool_pool_t** out, char* errbuf,
+           std::size_t errlen) {
+  PoolOptions options;
+  if (c_options != nullptr) {
+    // Read as an int: a C caller may store any int here, and loading an out-of-range value
+    // through the enum type is undefined behaviour in C++.
+    static_assert(sizeof(pinpool_page_size_t) == sizeof(int));
+    int page_size;
+    std::memcpy(&page_size, &c_options->page_size, sizeof page_size);
+    if (page_size < PINPOOL_PAGE_1G || page_size > PINPOOL_PAGE_4K) {
+      SetError(errbuf, errlen,
+               "pinpool_options_t.page_size is not one of PINPOOL_PAGE_1G, PINPOOL_PAGE_2M, "
+               "PINPOOL_PAGE_TRANSPARENT, PINPOOL_PAGE_4K (start from pinpool_options_init)");
+      return -EINVAL;
+    }
+    options.chunk_size = c_options->chunk_size;
+    options.budget = c_options->budget;
+    options.initial_size = c_options->initial_size;
+    options.page_size = static_cast<PageSize>(page_size);
+    options.require_page_size = c_options->require_page_size;
+    options.populate = c_options->populate;
+  }
+  absl::StatusOr<std::unique_ptr<Pool>> pool = Pool::Create(std::move(options));
+  if (!pool.ok()) {
+    SetError(errbuf, errlen, pool.status().message());
+    return ErrnoFor(pool.status().code());
+  }
+  *out = reinterpret_cast<pinpool_pool_t*>(pool->release());
+  SetError(errbuf, errlen, "");
+  return 0;
+}
+
+void* Allocate(Pool* pool, std::size_t size, std::size_t alignment) noexcept {
+  // Pool refuses size 0; malloc(0) here returns a unique pointer so that NULL always means
+  // failure.
+  const Block block = pool->Allocate(size == 0 ? 1 : size, alignment);
+  if (!block) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return block.data();
+}
+
+}  // namespace
+}  // namespace pinpool
+
+extern "C" {
+
+void pinpool_options_init(pinpool_options_t* options) {
+  if (options == nullptr) return;
+  const pinpool::PoolOptions defaults;
+  *options = pinpool_options_t{};
+  options->chunk_size = defaults.chunk_size;
+  options->budget = defaults.budget;
+  options->initial_size = defaults.initial_size;
+  options->page_size = static_cast<pinpool_page_size_t>(defaults.page_size);
+  options->require_page_size = defaults.require_page_size;
+  options->populate = defaults.populate;
+}
+
+int pinpool_create(const pinpool_options_t* options, pinpool_pool_t** out, char* errbuf,
+                   size_t errlen) {
+  if (out == nullptr) {
+    pinpool::SetError(errbuf, errlen, "pinpool_create: `out` is NULL");
+    return -EINVAL;
+  }
+  *out = nullptr;
+  try {
+    return pinpool::Create(options, out, errbuf, errlen);
+  } catch (const std::bad_alloc&) {
+    pinpool::SetError(errbuf, errlen, "pinpool_create: out of memory while creating the pool");
+    return -ENOMEM;
+  } catch (const std::exception& e) {
+    pinpool::SetError(errbuf, errlen, e.what());
+    return -EIO;
+  } catch (...) {
+    pinpool::SetError(errbuf, errlen, "pinpool_create: unknown error");
+    return -EIO;
+  }
+}
+
+void pinpool_destroy(pinpool_pool_t* pool) {
+  // ~Pool is noexcept (destructors are by default).
+  delete pinpool::AsPool(pool);
+}
+
+void* pinpool_malloc(pinpool_pool_t* pool, size_t size) {
+  return pinpool::Allocate(pinpool::AsPool(pool), size, alignof(std::max_align_t));
+}
+
+void* pinpool_calloc(pinpool_pool_t* pool, size_t n, size_t size) {
+  if (size != 0 && n > std::numeric_limits<size_t>::max() / size) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const size_t bytes = n * size;
+  void* p = pinpool::Allocate(pinpool::AsPool(pool), bytes, alignof(std::max_align_t));
+  // Pool memory is recycled, never fresh from the kernel: it must be cleared.
+  if (p != nullptr) std::memset(p, 0, bytes);
+  return p;
+}
+
+void* pinpool_realloc(pinpool_pool_t* pool, void* p, size_t size) {
+  pinpool::Pool* const cxx_pool = pinpool::AsPool(pool);
+  if (p == nullptr) return pinpool::Allocate(cxx_pool, size, alignof(std::max_align_t));
+  if (size == 0) {
+    cxx_pool->Deallocate(p);
+    return nullptr;
+  }
+  const pinpool::Block moved = cxx_pool->Reallocate(p, size);
+  if (!moved) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return moved.data();
+}
+
+void* pinpool_aligned_alloc(pinpool_pool_t* pool, size_t alignment, size_t size) {
+  pinpool::Pool* const cxx_pool = pinpool::AsPool(pool);
+  if (!pinpool::internal::IsPowerOfTwo(alignment) || alignment > cxx_pool->chunk_size()) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return pinpool::Allocate(cxx_pool, size, alignment);
+}
+
+void pinpool_free(pinpool_pool_t* pool, void* p) {
+  if (p == nullptr) return;
+  pinpool::AsPool(pool)->Deallocate(p);
+}
+
+size_t pinpool_usable_size(const pinpool_pool_t* pool, const void* p) {
+  const pinpool::Pool* const cxx_pool = pinpool::AsPool(pool);
+  if (p == nullptr || !cxx_pool->Contains(p)) return 0;
+  return cxx_pool->UsableSize(p);
+}
+
+int pinpool_keys(const pinpool_pool_t* pool, const void* p, size_t domain, pinpool_keys_t* out) {
+  if (pool == nullptr || out == nullptr) return -EINVAL;
+  const std::optional<pinpool::Location> location = pinpool::AsPool(pool)->Lookup(p);
+  if (!location.has_value() || !*location || domain >= location->domain_count()) return -EINVAL;
+  const pinpool::Keys& keys = location->keys(domain);
+  *out = pinpool_keys_t{};
+  out->lkey = pinpool::ToUnderlying(keys.lkey);
+  out->rkey = pinpool::ToUnderlying(keys.rkey);
+  out->buffer_index = pinpool::ToUnderlying(keys.buffer_index);
+  out->base = keys.base;
+  out->length = keys.length;
+  out->offset = location->offset(domain);
+  return 0;
+}
+
+const char* pinpool_version(void) { return PINPOOL_VERSION_STRING; }
+
+}  // extern "C"

@@ -1,0 +1,326 @@
+// Tests for the C API (pinpool/pinpool_c.h), from C++: option defaults, error codes and messages
+// from pinpool_create, the malloc family's libc semantics (calloc overflow and zeroing, realloc's
+// NULL/0 cases and content preservation, aligned_alloc's alignment rules, errno), and keys of
+// interior pointers. tests/c_program/ checks the same header compiles and links as plain C.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pinpool/options.h"
+#include "pinpool/pinpool_c.h"
+#include "pinpool/version.h"
+
+namespace {
+
+constexpr std::size_t kMiB = pinpool::kMiB;
+constexpr std::size_t kChunk = 4 * kMiB;
+
+// Owns a pool created through the C API.
+class CPool {
+ public:
+  explicit CPool(std::size_t budget = 16 * kMiB) {
+    pinpool_options_t options;
+    pinpool_options_init(&options);
+    options.chunk_size = kChunk;
+    options.budget = budget;
+    char err[256] = "unset";
+    rc_ = pinpool_create(&options, &pool_, err, sizeof err);
+    error_ = err;
+  }
+  ~CPool() { pinpool_destroy(pool_); }
+  CPool(const CPool&) = delete;
+  CPool& operator=(const CPool&) = delete;
+
+  pinpool_pool_t* get() const { return pool_; }
+  int rc() const { return rc_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  pinpool_pool_t* pool_ = nullptr;
+  int rc_ = 0;
+  std::string error_;
+};
+
+class CApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(pool_.rc(), 0) << pool_.error();
+    ASSERT_NE(pool_.get(), nullptr);
+    EXPECT_EQ(pool_.error(), "");  // cleared on success
+  }
+  bool InPool(const void* p) {
+    pinpool_keys_t keys;
+    return pinpool_keys(pool_.get(), p, 0, &keys) == 0;
+  }
+
+  CPool pool_;
+};
+
+TEST(CApiOptionsTest, InitMatchesPoolOptionsDefaults) {
+  pinpool_options_t options;
+  std::memset(&options, 0xAB, sizeof options);
+  pinpool_options_init(&options);
+  const pinpool::PoolOptions defaults;
+  EXPECT_EQ(options.chunk_size, defaults.chunk_size);
+  EXPECT_EQ(options.budget, defaults.budget);
+  EXPECT_EQ(options.initial_size, defaults.initial_size);
+  EXPECT_EQ(static_cast<int>(options.page_size), static_cast<int>(defaults.page_size));
+  EXPECT_EQ(options.require_page_size, defaults.require_page_size);
+  EXPECT_EQ(options.populate, defaults.populate);
+  pinpool_options_init(nullptr);  // ignored
+}
+
+TEST(CApiCreateTest, InvalidChunkSizeIsEinvalWithMessage) {
+  pinpool_options_t options;
+  pinpool_options_init(&options);
+  options.chunk_size = 3 * kMiB;  // not a power of two
+  pinpool_pool_t* pool = reinterpret_cast<pinpool_pool_t*>(0x1);
+  char err[256] = "";
+  EXPECT_EQ(pinpool_create(&options, &pool, err, sizeof err), -EINVAL);
+  EXPECT_EQ(pool, nullptr);
+  EXPECT_GT(std::strlen(err), 0u);
+}
+
+TEST(CApiCreateTest, InvalidPageSizeIsEinval) {
+  pinpool_options_t options;
+  pinpool_options_init(&options);
+  // As a C caller could: 17 is not a pinpool_page_size_t (and cannot be one in C++).
+  const int bad = 17;
+  std::memcpy(&options.page_size, &bad, sizeof bad);
+  pinpool_pool_t* pool = nullptr;
+  char err[256] = "";
+  EXPECT_EQ(pinpool_create(&options, &pool, err, sizeof err), -EINVAL);
+  EXPECT_EQ(pool, nullptr);
+  EXPECT_NE(std::string(err).find("page_size"), std::string::npos) << err;
+}
+
+TEST(CApiCreateTest, ErrorMessageIsTruncatedAndTerminated) {
+  pinpool_options_t options;
+  pinpool_options_init(&options);
+  options.chunk_size = 3 * kMiB;
+  pinpool_pool_t* pool = nullptr;
+  char err[8];
+  std::memset(err, 'x', sizeof err);
+  EXPECT_EQ(pinpool_create(&options, &pool, err, sizeof err), -EINVAL);
+  EXPECT_EQ(std::strlen(err), sizeof err - 1);
+  // No buffer at all is fine too.
+  EXPECT_EQ(pinpool_create(&options, &pool, nullptr, 0), -EINVAL);
+  EXPECT_EQ(pinpool_create(&options, nullptr, nullptr, 0), -EINVAL);
+}
+
+TEST(CApiCreateTest, NullOptionsMeansDefaults) {
+  pinpool_pool_t* pool = nullptr;
+  char err[256] = "";
+  ASSERT_EQ(pinpool_create(nullptr, &pool, err, sizeof err), 0) << err;
+  void* p = pinpool_malloc(pool, 100);
+  EXPECT_NE(p, nullptr);
+  pinpool_free(pool, p);
+  pinpool_destroy(pool);
+  pinpool_destroy(nullptr);  // ignored
+}
+
+TEST(CApiVersionTest, MatchesHeader) { EXPECT_STREQ(pinpool_version(), PINPOOL_VERSION_STRING); }
+
+TEST_F(CApiTest, MallocReturnsPoolMemory) {
+  auto* p = static_cast<unsigned char*>(pinpool_malloc(pool_.get(), 1000));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % alignof(std::max_align_t), 0u);
+  EXPECT_TRUE(InPool(p));
+  std::memset(p, 0x5A, 1000);
+  EXPECT_GE(pinpool_usable_size(pool_.get(), p), 1000u);
+  pinpool_free(pool_.get(), p);
+  pinpool_free(pool_.get(), nullptr);
+}
+
+TEST_F(CApiTest, MallocZeroIsAUniquePointer) {
+  void* a = pinpool_malloc(pool_.get(), 0);
+  void* b = pinpool_malloc(pool_.get(), 0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  pinpool_free(pool_.get(), a);
+  pinpool_free(pool_.get(), b);
+}
+
+TEST_F(CApiTest, MallocTooLargeIsNullWithEnomem) {
+  errno = 0;
+  EXPECT_EQ(pinpool_malloc(pool_.get(), kChunk + 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+TEST_F(CApiTest, CallocZeroesRecycledMemory) {
+  constexpr std::size_t kSize = 64 * 1024;
+  // Dirty some memory and give it back so calloc is likely to get it again.
+  for (int i = 0; i < 8; ++i) {
+    void* dirty = pinpool_malloc(pool_.get(), kSize);
+    ASSERT_NE(dirty, nullptr);
+    std::memset(dirty, 0xFF, kSize);
+    pinpool_free(pool_.get(), dirty);
+  }
+  auto* p = static_cast<unsigned char*>(pinpool_calloc(pool_.get(), kSize / 8, 8));
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(InPool(p));
+  for (std::size_t i = 0; i < kSize; ++i) ASSERT_EQ(p[i], 0) << i;
+  pinpool_free(pool_.get(), p);
+
+  void* empty = pinpool_calloc(pool_.get(), 0, 16);
+  EXPECT_NE(empty, nullptr);
+  pinpool_free(pool_.get(), empty);
+}
+
+TEST_F(CApiTest, CallocOverflowIsNullWithEnomem) {
+  constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+  errno = 0;
+  EXPECT_EQ(pinpool_calloc(pool_.get(), kMax / 2 + 1, 2), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(pinpool_calloc(pool_.get(), 2, kMax / 2 + 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(pinpool_calloc(pool_.get(), kMax, kMax), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+TEST_F(CApiTest, ReallocNullIsMallocAndZeroIsFree) {
+  void* p = pinpool_realloc(pool_.get(), nullptr, 100);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(InPool(p));
+  EXPECT_EQ(pinpool_realloc(pool_.get(), p, 0), nullptr);  // freed
+}
+
+TEST_F(CApiTest, ReallocPreservesContentsAcrossGrowthAndShrink) {
+  std::size_t size = 16;
+  auto* p = static_cast<unsigned char*>(pinpool_malloc(pool_.get(), size));
+  ASSERT_NE(p, nullptr);
+  for (std::size_t i = 0; i < size; ++i) p[i] = static_cast<unsigned char>(i * 7);
+  // Grow through small, medium and large sizes (several moves between size classes).
+  for (std::size_t next : {std::size_t{100}, std::size_t{4096}, std::size_t{100000},
+                           std::size_t{1 * kMiB}, std::size_t{3 * kMiB}}) {
+    p = static_cast<unsigned char*>(pinpool_realloc(pool_.get(), p, next));
+    ASSERT_NE(p, nullptr) << next;
+    EXPECT_TRUE(InPool(p));
+    EXPECT_TRUE(InPool(p + next - 1));
+    EXPECT_GE(pinpool_usable_size(pool_.get(), p), next);
+    for (std::size_t i = 0; i < size; ++i) {
+      ASSERT_EQ(p[i], static_cast<unsigned char>(i * 7)) << "byte " << i << " after " << next;
+    }
+    for (std::size_t i = size; i < next; ++i) p[i] = static_cast<unsigned char>(i * 7);
+    size = next;
+  }
+  p = static_cast<unsigned char*>(pinpool_realloc(pool_.get(), p, 50));
+  ASSERT_NE(p, nullptr);
+  for (std::size_t i = 0; i < 50; ++i) ASSERT_EQ(p[i], static_cast<unsigned char>(i * 7));
+  pinpool_free(pool_.get(), p);
+}
+
+TEST_F(CApiTest, ReallocFailureLeavesTheBlockAlone) {
+  auto* p = static_cast<unsigned char*>(pinpool_malloc(pool_.get(), 1000));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0x42, 1000);
+  errno = 0;
+  EXPECT_EQ(pinpool_realloc(pool_.get(), p, kChunk + 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(p[i], 0x42);
+  pinpool_free(pool_.get(), p);
+}
+
+TEST_F(CApiTest, AlignedAlloc) {
+  for (std::size_t alignment :
+       {std::size_t{1}, std::size_t{8}, std::size_t{64}, std::size_t{4096}, 2 * kMiB}) {
+    void* p = pinpool_aligned_alloc(pool_.get(), alignment, 100);  // size not a multiple: fine
+    ASSERT_NE(p, nullptr) << alignment;
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % alignment, 0u);
+    EXPECT_TRUE(InPool(p));
+    pinpool_free(pool_.get(), p);
+  }
+  for (std::size_t bad : {std::size_t{0}, std::size_t{3}, std::size_t{48}, 2 * kChunk}) {
+    errno = 0;
+    EXPECT_EQ(pinpool_aligned_alloc(pool_.get(), bad, 64), nullptr) << bad;
+    EXPECT_EQ(errno, EINVAL) << bad;
+  }
+}
+
+TEST_F(CApiTest, KeysOfInteriorPointers) {
+  constexpr std::size_t kSize = 256 * 1024;
+  auto* p = static_cast<unsigned char*>(pinpool_malloc(pool_.get(), kSize));
+  ASSERT_NE(p, nullptr);
+  pinpool_keys_t first;
+  ASSERT_EQ(pinpool_keys(pool_.get(), p, 0, &first), 0);
+  EXPECT_GT(first.length, 0u);
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  EXPECT_LE(first.base, address);
+  EXPECT_LE(address + kSize, first.base + first.length);
+  EXPECT_EQ(first.offset, address - first.base);
+
+  for (std::size_t at : {std::size_t{1}, std::size_t{1000}, kSize / 2, kSize - 1}) {
+    pinpool_keys_t keys;
+    ASSERT_EQ(pinpool_keys(pool_.get(), p + at, 0, &keys), 0) << at;
+    // Same registration, offset moved by exactly `at`.
+    EXPECT_EQ(keys.base, first.base);
+    EXPECT_EQ(keys.length, first.length);
+    EXPECT_EQ(keys.lkey, first.lkey);
+    EXPECT_EQ(keys.rkey, first.rkey);
+    EXPECT_EQ(keys.buffer_index, first.buffer_index);
+    EXPECT_EQ(keys.offset, first.offset + at);
+  }
+  pinpool_free(pool_.get(), p);
+}
+
+TEST_F(CApiTest, KeysRejectForeignPointersAndBadArguments) {
+  int on_stack = 0;
+  std::vector<int> on_heap(100);
+  pinpool_keys_t keys;
+  EXPECT_EQ(pinpool_keys(pool_.get(), &on_stack, 0, &keys), -EINVAL);
+  EXPECT_EQ(pinpool_keys(pool_.get(), on_heap.data(), 0, &keys), -EINVAL);
+  EXPECT_EQ(pinpool_keys(pool_.get(), nullptr, 0, &keys), -EINVAL);
+
+  void* p = pinpool_malloc(pool_.get(), 64);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(pinpool_keys(pool_.get(), p, 1, &keys), -EINVAL);  // one (host) domain only
+  EXPECT_EQ(pinpool_keys(pool_.get(), p, 0, nullptr), -EINVAL);
+  EXPECT_EQ(pinpool_usable_size(pool_.get(), &on_stack), 0u);
+  EXPECT_EQ(pinpool_usable_size(pool_.get(), nullptr), 0u);
+  pinpool_free(pool_.get(), p);
+}
+
+TEST_F(CApiTest, FreeFromAnotherThread) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 1000; ++i) {
+    blocks.push_back(pinpool_malloc(pool_.get(), 64 + i));
+    ASSERT_NE(blocks.back(), nullptr);
+  }
+  std::thread([&] {
+    for (void* p : blocks) pinpool_free(pool_.get(), p);
+  }).join();
+}
+
+TEST(CApiExhaustionTest, BudgetSpentIsNullWithEnomem) {
+  CPool pool(/*budget=*/kChunk);
+  ASSERT_EQ(pool.rc(), 0) << pool.error();
+  void* first = pinpool_malloc(pool.get(), 3 * kMiB);
+  ASSERT_NE(first, nullptr);
+  errno = 0;
+  EXPECT_EQ(pinpool_malloc(pool.get(), 3 * kMiB), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  pinpool_free(pool.get(), first);
+  void* again = pinpool_malloc(pool.get(), 3 * kMiB);
+  EXPECT_NE(again, nullptr);
+  pinpool_free(pool.get(), again);
+}
+
+TEST(CApiDeathTest, ReallocOfForeignPointerAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  CPool pool;
+  ASSERT_EQ(pool.rc(), 0) << pool.error();
+  int on_stack = 0;
+  EXPECT_DEATH((void)pinpool_realloc(pool.get(), &on_stack, 100), "not memory of this pool");
+}
+
+}  // namespace
