@@ -23,7 +23,7 @@ class Location {
 
   void* address() const noexcept { return address_; }
   const ChunkInfo& chunk() const noexcept { return *chunk_; }
-  std::size_t domain_count() const noexcept { return chunk_->domain_count; }
+  std::size_t domain_count() const noexcept { return chunk_ ? chunk_->domain_count : 0; }
 
   // The keys of the registration this address lies in, for the pool's domain number `domain`
   // (the order of PoolOptions::domains).

@@ -47,7 +47,8 @@ class Pool {
   Pool& operator=(const Pool&) = delete;
 
   // `size` bytes aligned to `alignment` (a power of two, at most chunk_size). Empty Block when
-  // the size is 0 or above max_block_size(), the alignment is invalid, or the budget is spent.
+  // the size is 0 (adapters that need a pointer for 0 bytes ask for 1) or above
+  // max_block_size(), the alignment is invalid, or the budget is spent.
   Block Allocate(std::size_t size, std::size_t alignment = alignof(std::max_align_t)) noexcept;
 
   // Frees a block from Allocate/Reallocate. An empty block is ignored.
@@ -65,7 +66,8 @@ class Pool {
   std::optional<Location> Lookup(const void* address) const noexcept;
   // True when `address` lies in one of this pool's chunks.
   bool Contains(const void* address) const noexcept;
-  // Bytes usable at `data`, a pointer Allocate returned (>= the size asked for).
+  // Bytes usable at `data`, a pointer Allocate returned (>= the size asked for). Aborts if
+  // `data` is not memory of this pool; 0 for null.
   std::size_t UsableSize(const void* data) const noexcept;
 
   // Maps and registers chunks until at least `bytes` are mapped (setup-time growth).

@@ -22,11 +22,12 @@ __attribute__((visibility("hidden"))) const char* pinpool_je_malloc_conf =
 
 namespace pinpool::internal {
 
-thread_local ThreadTcacheSlots tls_tcache_slots __attribute__((tls_model("initial-exec")));
+constinit thread_local ThreadCacheSlots tls_cache_slots __attribute__((tls_model("initial-exec"))) =
+    {};
 
 namespace {
 
-// Live heaps by id, so that a thread's exit destroys its tcaches only for heaps still alive.
+// Live heaps by id, so that a thread's exit flushes its caches only into heaps still alive.
 // Lock order: registry, then a heap's mu_.
 struct Registry {
   absl::Mutex mu;
@@ -37,7 +38,6 @@ Registry& registry() {
   return *r;
 }
 std::atomic<std::uint64_t> next_heap_id{1};
-
 
 template <typename T>
 int WriteCtl(const std::string& name, T value) {
@@ -58,23 +58,31 @@ struct ArenaConfig {  // jemalloc's arena_config_t (experimental.arenas_create_e
 
 }  // namespace
 
-// Every tcache this thread created, destroyed at thread exit. The slot array above is a cache
-// of the most recent few of these.
-struct ThreadTcacheOwner {
-  std::vector<std::pair<std::uint64_t, int>> tcaches;  // heap id, tcache flag
-  ~ThreadTcacheOwner() {
+// Every cache this thread created; at thread exit each goes back to its heap, if still alive.
+// The slots above are a most-recently-used window onto this list.
+struct ThreadCacheOwner {
+  std::vector<std::unique_ptr<ThreadCache>> caches;
+
+  // Drops caches whose heap is gone (a thread that outlives many pools keeps no garbage).
+  void Prune() {
     Registry& r = registry();
     absl::MutexLock lock(&r.mu);
-    for (const auto& [id, flag] : tcaches) {
-      auto it = r.heaps.find(id);
-      if (it != r.heaps.end() && flag != MALLOCX_TCACHE_NONE) {
-        it->second->DestroyTcache(static_cast<unsigned>((flag >> 8) - 2));
+    std::erase_if(caches, [&](const auto& c) { return !r.heaps.contains(c->heap_id); });
+  }
+
+  ~ThreadCacheOwner() {
+    {
+      Registry& r = registry();
+      absl::MutexLock lock(&r.mu);
+      for (auto& c : caches) {
+        auto it = r.heaps.find(c->heap_id);
+        if (it != r.heaps.end()) it->second->ReleaseCache(c.get());
       }
     }
-    std::memset(&tls_tcache_slots, 0, sizeof tls_tcache_slots);
+    std::memset(&tls_cache_slots, 0, sizeof tls_cache_slots);
   }
 };
-thread_local ThreadTcacheOwner tls_tcache_owner;
+thread_local ThreadCacheOwner tls_cache_owner;
 
 // The extent hooks. jemalloc's convention: bool-returning hooks return false on success.
 struct Heap::Hooks {
@@ -123,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena) {
         absl::StrFormat("creating the heap's jemalloc arena failed: %s", std::strerror(err)));
   }
   heap->arena_index_ = index;
-  heap->base_flags_ = MALLOCX_ARENA(index);
+  heap->base_flags_ = MALLOCX_ARENA(index) | MALLOCX_TCACHE_NONE;
   const std::string prefix = absl::StrFormat("arena.%u.", index);
   // Never purge: a purge is MADV_DONTNEED on registered pages (notes/jemalloc.md, trap 7).
   // (opt.retain is off in pinpool's jemalloc: with it on, jemalloc never unmaps an arena's
@@ -147,67 +155,69 @@ Heap::~Heap() {
     absl::MutexLock lock(&r.mu);
     r.heaps.erase(id_);
   }
-  std::vector<unsigned> tcaches;
-  {
-    absl::MutexLock lock(&mu_);
-    tcaches.swap(tcaches_);
-  }
-  for (unsigned t : tcaches) WriteCtl("tcache.destroy", t);
-  // Drops every block and jemalloc's metadata for the arena; the hooks give nothing back.
+  // Threads' caches of this heap are left to their threads (who free them without touching
+  // their blocks). Destroying the arena drops every block and jemalloc's metadata for it.
   pinpool_je_mallctl(absl::StrFormat("arena.%u.destroy", arena_index_).c_str(), nullptr, nullptr,
                      nullptr, 0);
 }
 
-int Heap::TcacheFlagSlow() noexcept {
-  ThreadTcacheSlots& t = tls_tcache_slots;
-  constexpr int kSlots = ThreadTcacheSlots::kSlots;
+ThreadCache& Heap::CacheSlow() noexcept {
+  ThreadCacheSlots& t = tls_cache_slots;
+  constexpr int kSlots = ThreadCacheSlots::kSlots;
   int i = 1;
   while (i < kSlots && t.heap_id[i] != id_) ++i;
-  int flag;
+  ThreadCache* cache;
   if (i < kSlots) {
-    flag = t.tcache_flag[i];
+    cache = t.cache[i];
   } else {
     i = kSlots - 1;  // evict the least recently used slot
-    flag = ThreadTcacheFor(tls_tcache_owner);
+    cache = nullptr;
+    for (const auto& c : tls_cache_owner.caches) {
+      if (c->heap_id == id_) cache = c.get();
+    }
+    if (cache == nullptr) {
+      tls_cache_owner.Prune();
+      tls_cache_owner.caches.push_back(std::make_unique<ThreadCache>(id_));
+      cache = tls_cache_owner.caches.back().get();
+      absl::MutexLock lock(&mu_);
+      caches_.push_back(cache);
+    }
   }
   for (; i > 0; --i) {  // move to front
     t.heap_id[i] = t.heap_id[i - 1];
-    t.tcache_flag[i] = t.tcache_flag[i - 1];
+    t.cache[i] = t.cache[i - 1];
   }
   t.heap_id[0] = id_;
-  t.tcache_flag[0] = flag;
-  return flag;
+  t.cache[0] = cache;
+  return *cache;
 }
 
-int Heap::ThreadTcacheFor(ThreadTcacheOwner& owner) noexcept {
-  for (const auto& [id, flag] : owner.tcaches) {
-    if (id == id_) return flag;
+void* Heap::Refill(ThreadCache::Bin& bin, unsigned c) noexcept {
+  const std::size_t size = ClassSize(c);
+  const std::uint32_t want = bin.capacity / 2;
+  while (bin.count < want) {
+    void* p = pinpool_je_mallocx(size, base_flags_);
+    if (p == nullptr) break;
+    bin.items[bin.count++] = p;
   }
-  int flag = MALLOCX_TCACHE_NONE;  // out of jemalloc tcaches: correct, only slower
-  unsigned index = 0;
-  std::size_t len = sizeof index;
-  if (pinpool_je_mallctl("tcache.create", &index, &len, nullptr, 0) == 0) {
-    flag = MALLOCX_TCACHE(index);
-    absl::MutexLock lock(&mu_);
-    tcaches_.push_back(index);
-  }
-  owner.tcaches.emplace_back(id_, flag);
-  return flag;
+  return bin.count == 0 ? nullptr : bin.items[--bin.count];
 }
 
-void Heap::DestroyTcache(unsigned tcache) noexcept {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = std::find(tcaches_.begin(), tcaches_.end(), tcache);
-    if (it == tcaches_.end()) return;
-    tcaches_.erase(it);
-  }
-  WriteCtl("tcache.destroy", tcache);
+void Heap::Flush(ThreadCache::Bin& bin, std::uint32_t n) noexcept {
+  for (std::uint32_t i = 0; i < n; ++i) pinpool_je_dallocx(bin.items[i], base_flags_);
+  std::memmove(bin.items, bin.items + n, (bin.count - n) * sizeof(void*));
+  bin.count -= n;
+}
+
+void Heap::ReleaseCache(ThreadCache* cache) noexcept {
+  for (ThreadCache::Bin& bin : cache->bins) Flush(bin, bin.count);
+  absl::MutexLock lock(&mu_);
+  std::erase(caches_, cache);
 }
 
 std::size_t Heap::ThreadCacheCount() const {
   absl::MutexLock lock(&mu_);
-  return tcaches_.size();
+  return caches_.size();
 }
 
 Heap::ByteCounts Heap::Counts() const {

@@ -1,4 +1,4 @@
-// Heap: sub-allocation of a pool's chunks, by a private jemalloc arena.
+// Heap: sub-allocation of a pool's chunks, by a private jemalloc arena behind per-thread caches.
 //
 // The jemalloc arena is created with extent hooks that carve from the pool's Arena and refuse
 // everything that would give registered pages back or move them: dalloc and decommit refuse,
@@ -6,13 +6,14 @@
 // (different registrations). So after any churn a block's pages are the pages the devices pinned.
 // jemalloc's own metadata stays out of the chunks (metadata_use_hooks = false).
 //
-// Every thread gets its own explicit jemalloc tcache per heap (the automatic tcache is shared by
-// all arenas and would mix pool and non-pool memory); the fast path finds it in a thread-local
-// array. Tcaches are destroyed when their thread exits or when the heap is destroyed, whichever
-// comes first.
+// In front of jemalloc, each thread has one ThreadCache per heap (16 B .. 64 KiB, align <= 16):
+// allocation pops, free pushes, and jemalloc sees only batched refills and flushes. jemalloc's
+// automatic tcache is never used (it is shared by all arenas: notes/jemalloc.md, trap 1). A
+// thread's caches are flushed and freed when it exits; a heap's destruction just forgets them.
 //
 // Thread safety: Allocate/Free/Reallocate/UsableSize from any thread; a block may be freed by
-// another thread. Construction and destruction are single-threaded.
+// another thread (it joins the freeing thread's cache). Construction and destruction are
+// single-threaded.
 #ifndef PINPOOL_HEAP_HEAP_H_
 #define PINPOOL_HEAP_HEAP_H_
 
@@ -26,18 +27,22 @@
 #include "absl/synchronization/mutex.h"
 #include "arena/arena.h"
 #include "heap/jemalloc.h"
+#include "heap/size_class.h"
+#include "heap/thread_cache.h"
 
 namespace pinpool::internal {
 
-// This thread's most recently used (heap, tcache) pairs: the fast path reads slot 0 only. Plain
-// data with initial-exec TLS, so reading it is one %fs-relative load and no guard check.
-struct ThreadTcacheSlots {
+// This thread's most recently used (heap, cache) pairs: the fast path reads slot 0 only. Plain
+// data with initial-exec TLS and constinit, so reading it is one %fs-relative load with no
+// initialization check.
+struct ThreadCacheSlots {
   static constexpr int kSlots = 4;
   std::uint64_t heap_id[kSlots];
-  int tcache_flag[kSlots];
+  ThreadCache* cache[kSlots];
 };
-struct ThreadTcacheOwner;
-extern thread_local ThreadTcacheSlots tls_tcache_slots __attribute__((tls_model("initial-exec")));
+struct ThreadCacheOwner;
+extern constinit thread_local ThreadCacheSlots tls_cache_slots
+    __attribute__((tls_model("initial-exec")));
 
 class Heap {
  public:
@@ -48,19 +53,29 @@ class Heap {
 
   // Size and alignment are checked by the caller (the pool).
   void* Allocate(std::size_t size, std::size_t alignment) noexcept {
-    int flags = base_flags_ | TcacheFlag();
-    // Every size class from 16 B up is a multiple of 16, so up to 16-byte alignment only the
-    // 8-byte class falls short; above that jemalloc must be told.
-    if (alignment > 16) {
-      flags |= MALLOCX_ALIGN(alignment);
-    } else if (size < alignment) {
-      size = alignment;
+    if (__builtin_expect(alignment <= kMinCachedSize && size <= kMaxCachedSize, 1)) {
+      const unsigned c = SizeClass(size);
+      ThreadCache::Bin& bin = Cache().bins[c];
+      if (__builtin_expect(bin.count != 0, 1)) return bin.items[--bin.count];
+      return Refill(bin, c);
     }
-    return pinpool_je_mallocx(size, flags);
+    return pinpool_je_mallocx(size, base_flags_ | MALLOCX_ALIGN(alignment));
   }
-  void Free(void* p) noexcept { pinpool_je_dallocx(p, base_flags_ | TcacheFlag()); }
+
+  // Frees a block. `size` is a size it was allocated with (>= 1), or 0 when unknown.
+  void Free(void* p, std::size_t size) noexcept {
+    if (size == 0) size = UsableSize(p);
+    if (__builtin_expect(size <= kMaxCachedSize, 1)) {
+      ThreadCache::Bin& bin = Cache().bins[SizeClass(size)];
+      if (__builtin_expect(bin.count == bin.capacity, 0)) Flush(bin, bin.capacity / 2);
+      bin.items[bin.count++] = p;
+      return;
+    }
+    pinpool_je_dallocx(p, base_flags_);
+  }
+
   void* Reallocate(void* p, std::size_t size) noexcept {
-    return pinpool_je_rallocx(p, size, base_flags_ | TcacheFlag());
+    return pinpool_je_rallocx(p, size, base_flags_);
   }
   std::size_t UsableSize(const void* p) const noexcept { return pinpool_je_sallocx(p, 0); }
 
@@ -72,30 +87,32 @@ class Heap {
   // Live per-thread caches of this heap.
   std::size_t ThreadCacheCount() const;
 
-  // For the thread registry in heap.cc: forgets and destroys one of this heap's tcaches.
-  void DestroyTcache(unsigned tcache) noexcept;
+  // For the thread-exit hook in heap.cc: returns a cache's blocks to jemalloc and forgets it.
+  void ReleaseCache(ThreadCache* cache) noexcept;
 
  private:
   struct Hooks;
   Heap(Arena* arena, std::uint64_t id);
 
-  int TcacheFlag() noexcept {
-    ThreadTcacheSlots& t = tls_tcache_slots;
-    if (__builtin_expect(t.heap_id[0] == id_, 1)) return t.tcache_flag[0];
-    return TcacheFlagSlow();
+  ThreadCache& Cache() noexcept {
+    ThreadCacheSlots& t = tls_cache_slots;
+    if (__builtin_expect(t.heap_id[0] == id_, 1)) return *t.cache[0];
+    return CacheSlow();
   }
-  int TcacheFlagSlow() noexcept;
-  // The tcache this thread holds for this heap, from `owner`'s list or newly created.
-  int ThreadTcacheFor(ThreadTcacheOwner& owner) noexcept;
+  ThreadCache& CacheSlow() noexcept;
+  // Fills half of an empty bin from jemalloc and returns one block (null if the pool is full).
+  void* Refill(ThreadCache::Bin& bin, unsigned c) noexcept;
+  // Returns the `n` oldest blocks of a bin to jemalloc.
+  void Flush(ThreadCache::Bin& bin, std::uint32_t n) noexcept;
 
   extent_hooks_t hooks_;  // first: the hook functions find the Heap from this address
   Arena* const arena_;
   const std::uint64_t id_;
   unsigned arena_index_ = 0;
-  int base_flags_ = 0;
+  int base_flags_ = 0;  // MALLOCX_ARENA(this arena) | MALLOCX_TCACHE_NONE
 
   mutable absl::Mutex mu_;
-  std::vector<unsigned> tcaches_ ABSL_GUARDED_BY(mu_);
+  std::vector<ThreadCache*> caches_ ABSL_GUARDED_BY(mu_);  // owned by their threads
 };
 
 }  // namespace pinpool::internal

@@ -46,15 +46,13 @@ void Pool::Deallocate(const Block& block) noexcept {
   if (!block) return;
   void* p = block.data();
   PINPOOL_CHECK(arena_->ChunkOf(p) != nullptr, "Deallocate(%p): not memory of this pool", p);
-  // Not a sized free: jemalloc's size class depends on the alignment too, which a Block does
-  // not record, and a sized free with the wrong class corrupts the heap.
-  heap_->Free(p);
+  heap_->Free(p, block.size());
 }
 
 void Pool::Deallocate(void* data) noexcept {
   if (data == nullptr) return;
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Deallocate(%p): not memory of this pool", data);
-  heap_->Free(data);
+  heap_->Free(data, 0);
 }
 
 Block Pool::Reallocate(const Block& block, std::size_t new_size) noexcept {

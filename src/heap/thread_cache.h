@@ -1,0 +1,43 @@
+// ThreadCache: one thread's stacks of free blocks of one heap, one stack per size class, so the
+// fast path is an array pop or push with no lock, no atomic and no call into jemalloc.
+//
+// Invariant: every block in bin c has usable size >= ClassSize(c) and is 16-byte aligned. A
+// block may sit in a bin smaller than its real size (a block freed with the size it was asked
+// for, but allocated with a larger alignment); that only wastes space, and jemalloc gets the
+// block back with an unsized free, which knows its real size.
+//
+// Thread safety: owned and used by one thread; the heap only walks it when that thread exits.
+#ifndef PINPOOL_HEAP_THREAD_CACHE_H_
+#define PINPOOL_HEAP_THREAD_CACHE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "heap/size_class.h"
+
+namespace pinpool::internal {
+
+struct ThreadCache {
+  struct Bin {
+    void** items = nullptr;  // items[0 .. count) are free blocks; the top is reused first
+    std::uint32_t count = 0;
+    std::uint32_t capacity = 0;
+  };
+
+  explicit ThreadCache(std::uint64_t heap_id);
+
+  // Blocks a bin holds at most: many small ones, few large ones (bytes cached per class stay
+  // below 64 KiB .. 512 KiB).
+  static constexpr std::uint32_t Capacity(unsigned c) noexcept {
+    const std::size_t size = ClassSize(c);
+    return size <= 1024 ? 64 : size <= 16 * 1024 ? 32 : 8;
+  }
+
+  const std::uint64_t heap_id;
+  Bin bins[kNumClasses];
+  std::unique_ptr<void*[]> storage;
+};
+
+}  // namespace pinpool::internal
+
+#endif  // PINPOOL_HEAP_THREAD_CACHE_H_
