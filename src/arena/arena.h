@@ -46,6 +46,12 @@ class Arena {
     if (index >= max_chunks_) return nullptr;
     return table_[index].load(std::memory_order_acquire);
   }
+  // The chunk map, for callers that keep a copy next to their own hot data (the pool).
+  std::uintptr_t range_base() const noexcept { return base_; }
+  std::size_t range_size() const noexcept { return max_chunks_ << chunk_shift_; }
+  unsigned chunk_shift() const noexcept { return chunk_shift_; }
+  const std::atomic<const ChunkInfo*>* chunk_table() const noexcept { return table_.get(); }
+
   bool SameChunk(const void* a, const void* b) const noexcept {
     return ((reinterpret_cast<std::uintptr_t>(a) - base_) >> chunk_shift_) ==
            ((reinterpret_cast<std::uintptr_t>(b) - base_) >> chunk_shift_);

@@ -192,25 +192,46 @@ ThreadCache& Heap::CacheSlow() noexcept {
   return *cache;
 }
 
-void* Heap::Refill(ThreadCache::Bin& bin, unsigned c) noexcept {
-  const std::size_t size = ClassSize(c);
-  const std::uint32_t want = bin.capacity / 2;
-  while (bin.count < want) {
-    void* p = pinpool_je_mallocx(size, base_flags_);
-    if (p == nullptr) break;
-    bin.items[bin.count++] = p;
+void* Heap::Allocate(std::size_t size, std::size_t alignment) noexcept {
+  if (alignment <= kMinCachedSize && size <= kMaxCachedSize) {
+    const unsigned c = SizeClass(size);
+    ThreadCache::Bin& bin = Cache().bins[c];
+    if (bin.top != bin.bottom) return *--bin.top;
+    return Refill(bin, c);
   }
-  return bin.count == 0 ? nullptr : bin.items[--bin.count];
+  return pinpool_je_mallocx(size, base_flags_ | MALLOCX_ALIGN(alignment));
 }
 
-void Heap::Flush(ThreadCache::Bin& bin, std::uint32_t n) noexcept {
-  for (std::uint32_t i = 0; i < n; ++i) pinpool_je_dallocx(bin.items[i], base_flags_);
-  std::memmove(bin.items, bin.items + n, (bin.count - n) * sizeof(void*));
-  bin.count -= n;
+void Heap::Free(void* p, std::size_t size) noexcept {
+  if (size == 0) size = UsableSize(p);
+  if (size <= kMaxCachedSize) {
+    ThreadCache::Bin& bin = Cache().bins[SizeClass(size)];
+    if (bin.top == bin.limit) Flush(bin, bin.capacity() / 2);
+    *bin.top++ = p;
+    return;
+  }
+  pinpool_je_dallocx(p, base_flags_);
+}
+
+void* Heap::Refill(ThreadCache::Bin& bin, unsigned c) noexcept {
+  const std::size_t size = ClassSize(c);
+  const std::size_t want = bin.capacity() / 2;
+  while (bin.count() < want) {
+    void* p = pinpool_je_mallocx(size, base_flags_);
+    if (p == nullptr) break;
+    *bin.top++ = p;
+  }
+  return bin.top == bin.bottom ? nullptr : *--bin.top;
+}
+
+void Heap::Flush(ThreadCache::Bin& bin, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) pinpool_je_dallocx(bin.bottom[i], base_flags_);
+  std::memmove(bin.bottom, bin.bottom + n, (bin.count() - n) * sizeof(void*));
+  bin.top -= n;
 }
 
 void Heap::ReleaseCache(ThreadCache* cache) noexcept {
-  for (ThreadCache::Bin& bin : cache->bins) Flush(bin, bin.count);
+  for (ThreadCache::Bin& bin : cache->bins) Flush(bin, bin.count());
   absl::MutexLock lock(&mu_);
   std::erase(caches_, cache);
 }

@@ -51,28 +51,36 @@ class Heap {
   Heap(const Heap&) = delete;
   Heap& operator=(const Heap&) = delete;
 
-  // Size and alignment are checked by the caller (the pool).
-  void* Allocate(std::size_t size, std::size_t alignment) noexcept {
-    if (__builtin_expect(alignment <= kMinCachedSize && size <= kMaxCachedSize, 1)) {
-      const unsigned c = SizeClass(size);
-      ThreadCache::Bin& bin = Cache().bins[c];
-      if (__builtin_expect(bin.count != 0, 1)) return bin.items[--bin.count];
-      return Refill(bin, c);
-    }
-    return pinpool_je_mallocx(size, base_flags_ | MALLOCX_ALIGN(alignment));
+  // The fast path: a pop from this thread's cache, or null when that needs more (no cache yet
+  // for this heap, an empty bin). Call only with 1 <= size <= kMaxCachedSize and an alignment
+  // of at most kMinCachedSize. No call, no lock, no atomic.
+  void* TryAllocateCached(std::size_t size) noexcept {
+    ThreadCacheSlots& t = tls_cache_slots;
+    if (__builtin_expect(t.heap_id[0] != id_, 0)) return nullptr;
+    ThreadCache::Bin& bin = t.cache[0]->bins[SizeClass(size)];
+    void** top = bin.top;
+    if (__builtin_expect(top == bin.bottom, 0)) return nullptr;
+    bin.top = --top;
+    return *top;
+  }
+  // The fast path of Free: a push, or false when that needs more (see Free). `size` is a size
+  // the block was allocated with, 1 .. kMaxCachedSize.
+  bool TryFreeCached(void* p, std::size_t size) noexcept {
+    ThreadCacheSlots& t = tls_cache_slots;
+    if (__builtin_expect(t.heap_id[0] != id_, 0)) return false;
+    ThreadCache::Bin& bin = t.cache[0]->bins[SizeClass(size)];
+    void** top = bin.top;
+    if (__builtin_expect(top == bin.limit, 0)) return false;
+    *top = p;
+    bin.top = top + 1;
+    return true;
   }
 
+  // Any size (1 .. the pool's max block size) and power-of-two alignment; null if the pool
+  // cannot grow. Size and alignment are checked by the caller (the pool).
+  void* Allocate(std::size_t size, std::size_t alignment) noexcept;
   // Frees a block. `size` is a size it was allocated with (>= 1), or 0 when unknown.
-  void Free(void* p, std::size_t size) noexcept {
-    if (size == 0) size = UsableSize(p);
-    if (__builtin_expect(size <= kMaxCachedSize, 1)) {
-      ThreadCache::Bin& bin = Cache().bins[SizeClass(size)];
-      if (__builtin_expect(bin.count == bin.capacity, 0)) Flush(bin, bin.capacity / 2);
-      bin.items[bin.count++] = p;
-      return;
-    }
-    pinpool_je_dallocx(p, base_flags_);
-  }
+  void Free(void* p, std::size_t size) noexcept;
 
   void* Reallocate(void* p, std::size_t size) noexcept {
     return pinpool_je_rallocx(p, size, base_flags_);
@@ -100,10 +108,11 @@ class Heap {
     return CacheSlow();
   }
   ThreadCache& CacheSlow() noexcept;
+
   // Fills half of an empty bin from jemalloc and returns one block (null if the pool is full).
   void* Refill(ThreadCache::Bin& bin, unsigned c) noexcept;
   // Returns the `n` oldest blocks of a bin to jemalloc.
-  void Flush(ThreadCache::Bin& bin, std::uint32_t n) noexcept;
+  void Flush(ThreadCache::Bin& bin, std::size_t n) noexcept;
 
   extent_hooks_t hooks_;  // first: the hook functions find the Heap from this address
   Arena* const arena_;

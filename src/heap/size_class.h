@@ -14,10 +14,27 @@ inline constexpr std::size_t kMaxCachedSize = 64 * 1024;
 inline constexpr unsigned kNumClasses = 44;  // SizeClass(kMaxCachedSize) + 1
 
 // The class index for `size` (1 .. kMaxCachedSize): the smallest class holding `size` bytes.
-constexpr unsigned SizeClass(std::size_t size) noexcept {
+constexpr unsigned ComputeSizeClass(std::size_t size) noexcept {
   if (size <= 128) return size == 0 ? 0 : static_cast<unsigned>((size - 1) >> 4);
   const unsigned lg = static_cast<unsigned>(std::bit_width(size - 1)) - 1;  // floor(log2(size-1))
   return 8 + (lg - 7) * 4 + static_cast<unsigned>(((size - 1) >> (lg - 2)) - 4);
+}
+
+// Sizes up to 4 KiB, the common ones, by table: index (size + 15) / 16.
+inline constexpr std::size_t kTableMax = 4096;
+struct SizeClassTable {
+  unsigned char cls[kTableMax / 16 + 1];
+  constexpr SizeClassTable() : cls() {
+    for (std::size_t i = 0; i <= kTableMax / 16; ++i) {
+      cls[i] = static_cast<unsigned char>(ComputeSizeClass(i == 0 ? 1 : i * 16));
+    }
+  }
+};
+inline constexpr SizeClassTable kSizeClassTable;
+
+constexpr unsigned SizeClass(std::size_t size) noexcept {
+  if (size <= kTableMax) return kSizeClassTable.cls[(size + 15) >> 4];
+  return ComputeSizeClass(size);
 }
 
 // Bytes in class `c`.

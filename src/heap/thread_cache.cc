@@ -8,9 +8,9 @@ ThreadCache::ThreadCache(std::uint64_t id) : heap_id(id) {
   storage.reset(new void*[total]);
   void** next = storage.get();
   for (unsigned c = 0; c < kNumClasses; ++c) {
-    bins[c].items = next;
-    bins[c].capacity = Capacity(c);
-    next += bins[c].capacity;
+    bins[c].top = bins[c].bottom = next;
+    next += Capacity(c);
+    bins[c].limit = next;
   }
 }
 

@@ -18,10 +18,14 @@
 namespace pinpool::internal {
 
 struct ThreadCache {
+  // A stack of free blocks: [bottom, top) are held, top grows towards limit; the most recently
+  // freed block is reused first.
   struct Bin {
-    void** items = nullptr;  // items[0 .. count) are free blocks; the top is reused first
-    std::uint32_t count = 0;
-    std::uint32_t capacity = 0;
+    void** top = nullptr;
+    void** bottom = nullptr;
+    void** limit = nullptr;
+    std::size_t count() const noexcept { return static_cast<std::size_t>(top - bottom); }
+    std::size_t capacity() const noexcept { return static_cast<std::size_t>(limit - bottom); }
   };
 
   explicit ThreadCache(std::uint64_t heap_id);

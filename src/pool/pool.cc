@@ -25,12 +25,52 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
 }
 
 Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Heap> heap)
-    : arena_(std::move(arena)), heap_(std::move(heap)) {}
+    : arena_(std::move(arena)),
+      heap_(std::move(heap)),
+      range_base_(arena_->range_base()),
+      range_size_(arena_->range_size()),
+      chunk_shift_(arena_->chunk_shift()),
+      chunk_table_(arena_->chunk_table()) {}
+
+namespace {
+
+// The chunk of a pointer known to lie in the pool's range (a block from the heap).
+const ChunkInfo* ChunkInRange(const void* table, std::uintptr_t base, unsigned shift,
+                              const void* p) {
+  const auto* t = static_cast<const std::atomic<const ChunkInfo*>*>(table);
+  return t[(reinterpret_cast<std::uintptr_t>(p) - base) >> shift].load(std::memory_order_acquire);
+}
+
+}  // namespace
 
 // heap_ goes first (declared last): jemalloc lets go of the chunks before they are unmapped.
 Pool::~Pool() = default;
 
+// The fast path below is call-free (so it saves no registers) and tail-calls the slow path for
+// everything else: first use by a thread, an empty or full bin, big or over-aligned blocks,
+// invalid arguments, null and foreign pointers.
 Block Pool::Allocate(std::size_t size, std::size_t alignment) noexcept {
+  if (__builtin_expect(size - 1 < internal::kMaxCachedSize &&
+                           alignment - 1 < internal::kMinCachedSize &&
+                           (alignment & (alignment - 1)) == 0,
+                       1)) {
+    if (void* p = heap_->TryAllocateCached(size)) {
+      return Block(p, size, ChunkInRange(chunk_table_, range_base_, chunk_shift_, p));
+    }
+  }
+  return AllocateSlow(size, alignment);
+}
+
+Block Pool::Allocate(std::size_t size) noexcept {
+  if (__builtin_expect(size - 1 < internal::kMaxCachedSize, 1)) {
+    if (void* p = heap_->TryAllocateCached(size)) {
+      return Block(p, size, ChunkInRange(chunk_table_, range_base_, chunk_shift_, p));
+    }
+  }
+  return AllocateSlow(size, alignof(std::max_align_t));
+}
+
+Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   if (size == 0 || size > max_block_size() || !IsPowerOfTwo(alignment) ||
       alignment > arena_->chunk_size()) {
     return {};
@@ -43,16 +83,25 @@ Block Pool::Allocate(std::size_t size, std::size_t alignment) noexcept {
 }
 
 void Pool::Deallocate(const Block& block) noexcept {
-  if (!block) return;
   void* p = block.data();
-  PINPOOL_CHECK(arena_->ChunkOf(p) != nullptr, "Deallocate(%p): not memory of this pool", p);
-  heap_->Free(p, block.size());
+  const std::size_t size = block.size();
+  // In the range is enough here: a foreign pointer is never in it, and whatever is in it but is
+  // not a live block is the misuse the slow path cannot see either.
+  if (__builtin_expect(size - 1 < internal::kMaxCachedSize &&
+                           reinterpret_cast<std::uintptr_t>(p) - range_base_ < range_size_ &&
+                           heap_->TryFreeCached(p, size),
+                       1)) {
+    return;
+  }
+  DeallocateSlow(p, size);
 }
 
-void Pool::Deallocate(void* data) noexcept {
+void Pool::Deallocate(void* data) noexcept { DeallocateSlow(data, 0); }
+
+void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
   if (data == nullptr) return;
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Deallocate(%p): not memory of this pool", data);
-  heap_->Free(data, 0);
+  heap_->Free(data, size);
 }
 
 Block Pool::Reallocate(const Block& block, std::size_t new_size) noexcept {
