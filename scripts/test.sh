@@ -9,4 +9,6 @@ build=${PINPOOL_BUILD_DIR:-$root/build}
 if [ -x "$root/scripts/setup-vm-deps.sh" ]; then "$root/scripts/setup-vm-deps.sh"; fi
 "$root/scripts/build.sh"
 cd "$build"
+# The set-up above installed QEMU: an RDMA test that cannot boot the guest is a failure, not a skip.
+export PINPOOL_REQUIRE_RDMA=1
 ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@"
