@@ -12,7 +12,7 @@
 #include "util/check.h"
 
 // Options for pinpool's private jemalloc only (the renamed copy reads this instead of
-// malloc_conf; MALLOC_CONF in the environment still applies to it too). Large sizes up to 64 KiB
+// malloc_conf; it reads PINPOOL_JEC from the environment, never MALLOC_CONF). Large sizes up to 64 KiB
 // stay in the tcache, so they do not split and merge extents on every call
 // (notes/jemalloc.md, trap 2).
 extern "C" {
