@@ -6,6 +6,7 @@
 //    kills it on ANY system call but exit, and runs 10^6 allocate/free pairs. A single system
 //    call anywhere below Allocate/Deallocate (jemalloc included) kills the child with SIGSYS and
 //    the test reports which call it was.
+#include <gtest/gtest.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -15,8 +16,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstddef>
 #include <random>

@@ -1,12 +1,11 @@
 // Budgets and RLIMIT_MEMLOCK: exceeding either is a typed error that names the limit and the
 // fix, and leaves nothing pinned (VmLck back where it was) and nothing half-mapped.
+#include <gmock/gmock.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <string>

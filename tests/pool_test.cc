@@ -13,8 +13,8 @@
 namespace pinpool {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CountingDomain;
+using ::testing::HasSubstr;
 
 PoolOptions SmallOptions(std::shared_ptr<Domain> domain = nullptr) {
   PoolOptions o;
@@ -106,9 +106,9 @@ TEST(PoolTest, AlignmentIsHonouredAndInvalidRequestsGiveEmptyBlocks) {
     pool->Deallocate(b);
   }
   EXPECT_FALSE(pool->Allocate(0));
-  EXPECT_FALSE(pool->Allocate(100, 3));                      // not a power of two
-  EXPECT_FALSE(pool->Allocate(100, 8 * kMiB));               // larger than a chunk
-  EXPECT_FALSE(pool->Allocate(pool->chunk_size() + 1));      // larger than a chunk
+  EXPECT_FALSE(pool->Allocate(100, 3));                  // not a power of two
+  EXPECT_FALSE(pool->Allocate(100, 8 * kMiB));           // larger than a chunk
+  EXPECT_FALSE(pool->Allocate(pool->chunk_size() + 1));  // larger than a chunk
   EXPECT_FALSE(pool->Allocate(SIZE_MAX));
   EXPECT_EQ(pool->max_block_size(), 3.5 * kMiB);
   EXPECT_FALSE(pool->Allocate(pool->max_block_size() + 1));

@@ -58,9 +58,7 @@ class Block : public Location {
 
   void* data() const noexcept { return address(); }
   std::size_t size() const noexcept { return size_; }
-  std::span<std::byte> bytes() const noexcept {
-    return {static_cast<std::byte*>(data()), size_};
-  }
+  std::span<std::byte> bytes() const noexcept { return {static_cast<std::byte*>(data()), size_}; }
 
  private:
   std::size_t size_ = 0;

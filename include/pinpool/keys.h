@@ -59,12 +59,12 @@ const char* DomainKindName(DomainKind k) noexcept;
 
 // One domain's registration of one chunk. Fields that do not apply to the domain's kind are zero.
 struct Keys {
-  std::uintptr_t base = 0;    // first address covered by the registration
-  std::size_t length = 0;     // bytes covered
-  LKey lkey{};                // kVerbs
-  RKey rkey{};                // kVerbs
-  BufferIndex buffer_index{}; // kIoUring
-  void* handle = nullptr;     // the domain's own object (ibv_mr*, ...); opaque to everyone else
+  std::uintptr_t base = 0;     // first address covered by the registration
+  std::size_t length = 0;      // bytes covered
+  LKey lkey{};                 // kVerbs
+  RKey rkey{};                 // kVerbs
+  BufferIndex buffer_index{};  // kIoUring
+  void* handle = nullptr;      // the domain's own object (ibv_mr*, ...); opaque to everyone else
 };
 
 // At most this many domains per pool (a block carries keys for each).
@@ -74,11 +74,11 @@ inline constexpr std::size_t kMaxDomains = 8;
 struct ChunkInfo {
   std::uintptr_t base = 0;
   std::size_t size = 0;
-  std::uint32_t index = 0;           // position in the pool's reserved range
+  std::uint32_t index = 0;             // position in the pool's reserved range
   PageSize page_size = PageSize::k4K;  // what the kernel actually gave (verified, not assumed)
-  std::size_t huge_bytes = 0;        // bytes backed by huge pages (all of it unless THP fell short)
+  std::size_t huge_bytes = 0;  // bytes backed by huge pages (all of it unless THP fell short)
   std::uint32_t domain_count = 0;
-  Keys keys[kMaxDomains];            // keys[d] is domain d's registration (pool option order)
+  Keys keys[kMaxDomains];  // keys[d] is domain d's registration (pool option order)
 };
 
 }  // namespace pinpool

@@ -15,10 +15,10 @@ namespace pinpool {
 struct DomainStats {
   std::string name;
   DomainKind kind = DomainKind::kHost;
-  std::uint64_t registrations = 0;      // successful Register() calls, ever
-  std::uint64_t registered_bytes = 0;   // bytes currently registered
-  double register_seconds = 0;          // total time spent in Register()
-  double max_register_seconds = 0;      // slowest single Register()
+  std::uint64_t registrations = 0;     // successful Register() calls, ever
+  std::uint64_t registered_bytes = 0;  // bytes currently registered
+  double register_seconds = 0;         // total time spent in Register()
+  double max_register_seconds = 0;     // slowest single Register()
 };
 
 struct ChunkStats {

@@ -38,9 +38,9 @@ absl::Status Validate(const PoolOptions& o) {
         PageSizeName(o.page_size), FormatBytes(o.chunk_size)));
   }
   if (o.domains.size() > kMaxDomains) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "PoolOptions::domains has %d entries; at most %d are supported", o.domains.size(),
-        kMaxDomains));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("PoolOptions::domains has %d entries; at most %d are supported",
+                        o.domains.size(), kMaxDomains));
   }
   for (const auto& d : o.domains) {
     if (d == nullptr) return absl::InvalidArgumentError("PoolOptions::domains holds a null domain");
@@ -96,7 +96,8 @@ bool Arena::PinsMemory() const noexcept {
 absl::Status Arena::RegisterLocked(ChunkInfo& c) {
   for (std::size_t d = 0; d < options_.domains.size(); ++d) {
     const auto t0 = std::chrono::steady_clock::now();
-    absl::StatusOr<Keys> keys = options_.domains[d]->Register(reinterpret_cast<void*>(c.base), c.size);
+    absl::StatusOr<Keys> keys =
+        options_.domains[d]->Register(reinterpret_cast<void*>(c.base), c.size);
     const double seconds = SecondsSince(t0);
     if (!keys.ok()) {
       for (std::size_t undo = d; undo-- > 0;) {
@@ -104,10 +105,10 @@ absl::Status Arena::RegisterLocked(ChunkInfo& c) {
         domain_counters_[undo].registered_bytes -= c.size;
       }
       c.domain_count = 0;
-      return absl::Status(keys.status().code(),
-                          absl::StrFormat("registering a %s chunk with domain %d (%s): %s",
-                                          FormatBytes(c.size), d, options_.domains[d]->name(),
-                                          keys.status().message()));
+      return absl::Status(
+          keys.status().code(),
+          absl::StrFormat("registering a %s chunk with domain %d (%s): %s", FormatBytes(c.size), d,
+                          options_.domains[d]->name(), keys.status().message()));
     }
     c.keys[d] = *keys;
     c.domain_count = static_cast<std::uint32_t>(d + 1);
@@ -134,9 +135,9 @@ absl::Status Arena::GrowLocked() {
   chunk->base = base_ + std::uintptr_t{chunk->index} * size;
   chunk->size = size;
   void* at = reinterpret_cast<void*>(chunk->base);
-  PINPOOL_ASSIGN_OR_RETURN(os::MappedChunk mapped,
-                           os::MapChunk(at, size, options_.page_size, options_.require_page_size,
-                                        options_.populate));
+  PINPOOL_ASSIGN_OR_RETURN(
+      os::MappedChunk mapped,
+      os::MapChunk(at, size, options_.page_size, options_.require_page_size, options_.populate));
   chunk->page_size = mapped.page_size;
   chunk->huge_bytes = mapped.huge_bytes;
   if (absl::Status s = RegisterLocked(*chunk); !s.ok()) {

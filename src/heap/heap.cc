@@ -12,9 +12,9 @@
 #include "util/check.h"
 
 // Options for pinpool's private jemalloc only (the renamed copy reads this instead of
-// malloc_conf; it reads PINPOOL_JEC from the environment, never MALLOC_CONF). Large sizes up to 64 KiB
-// stay in the tcache, so they do not split and merge extents on every call
-// (notes/jemalloc.md, trap 2).
+// malloc_conf; it reads PINPOOL_JEC from the environment, never MALLOC_CONF). Large sizes up to 64
+// KiB stay in the tcache, so they do not split and merge extents on every call (notes/jemalloc.md,
+// trap 2).
 extern "C" {
 __attribute__((visibility("hidden"))) const char* pinpool_je_malloc_conf =
     "tcache_max:65536,tcache_nslots_large:64,retain:false";
@@ -22,8 +22,8 @@ __attribute__((visibility("hidden"))) const char* pinpool_je_malloc_conf =
 
 namespace pinpool::internal {
 
-constinit thread_local ThreadCacheSlots tls_cache_slots __attribute__((tls_model("initial-exec"))) =
-    {};
+constinit thread_local ThreadCacheSlots tls_cache_slots
+    __attribute__((tls_model("initial-exec"))) = {};
 
 namespace {
 
@@ -114,9 +114,15 @@ struct Heap::Hooks {
 
 Heap::Heap(Arena* arena, std::uint64_t id) : arena_(arena), id_(id) {
   static_assert(offsetof(Heap, hooks_) == 0, "hooks_ must be first");
-  hooks_ = extent_hooks_t{&Hooks::Alloc,  &Hooks::Dalloc, &Hooks::Destroy,
-                          &Hooks::Commit, &Hooks::Decommit, /*purge_lazy=*/nullptr,
-                          /*purge_forced=*/nullptr, &Hooks::Split, &Hooks::Merge};
+  hooks_ = extent_hooks_t{&Hooks::Alloc,
+                          &Hooks::Dalloc,
+                          &Hooks::Destroy,
+                          &Hooks::Commit,
+                          &Hooks::Decommit,
+                          /*purge_lazy=*/nullptr,
+                          /*purge_forced=*/nullptr,
+                          &Hooks::Split,
+                          &Hooks::Merge};
 }
 
 absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena) {

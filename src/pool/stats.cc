@@ -1,8 +1,9 @@
 // PoolStats::ToString: the human-readable form the demo and tools print.
+#include "pinpool/stats.h"
+
 #include <cstdint>
 
 #include "absl/strings/str_format.h"
-#include "pinpool/stats.h"
 #include "util/bytes.h"
 
 namespace pinpool {
@@ -17,8 +18,9 @@ std::string PoolStats::ToString() const {
       "RLIMIT_MEMLOCK %s, locked %s%s\n",
       FormatBytes(reserved_bytes), FormatBytes(mapped_bytes), chunks.size(),
       FormatBytes(pinned_bytes), FormatBytes(budget_bytes), FormatBytes(allocated_bytes),
-      FormatBytes(heap_active_bytes), thread_caches, growths, growth_failures, FormatBytes(memlock_limit),
-      FormatBytes(locked_bytes), memlock_exempt ? " (CAP_IPC_LOCK: limit does not apply)" : "");
+      FormatBytes(heap_active_bytes), thread_caches, growths, growth_failures,
+      FormatBytes(memlock_limit), FormatBytes(locked_bytes),
+      memlock_exempt ? " (CAP_IPC_LOCK: limit does not apply)" : "");
   for (const ChunkStats& c : chunks) {
     absl::StrAppendFormat(&out, "  chunk %#x %s, %s pages, %s huge\n", c.base, FormatBytes(c.size),
                           PageSizeName(c.page_size), FormatBytes(c.huge_bytes));

@@ -16,7 +16,8 @@ std::string FormatBytes(std::size_t bytes) {
     ++u;
   }
   if (u == 0) return absl::StrFormat("%d B", bytes);
-  if (v == static_cast<double>(static_cast<std::uint64_t>(v))) return absl::StrFormat("%.0f %s", v, kUnits[u]);
+  if (v == static_cast<double>(static_cast<std::uint64_t>(v)))
+    return absl::StrFormat("%.0f %s", v, kUnits[u]);
   return absl::StrFormat("%.1f %s", v, kUnits[u]);
 }
 

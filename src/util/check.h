@@ -10,14 +10,15 @@ namespace pinpool::internal {
     __attribute__((format(printf, 3, 4)));
 }  // namespace pinpool::internal
 
-#define PINPOOL_CHECK(cond, ...) \
-  (__builtin_expect(!(cond), 0) ? ::pinpool::internal::Die(__FILE__, __LINE__, __VA_ARGS__) : (void)0)
+#define PINPOOL_CHECK(cond, ...)                                                            \
+  (__builtin_expect(!(cond), 0) ? ::pinpool::internal::Die(__FILE__, __LINE__, __VA_ARGS__) \
+                                : (void)0)
 
 #ifdef NDEBUG
-#define PINPOOL_DCHECK(cond) \
-  do {                       \
+#define PINPOOL_DCHECK(cond)  \
+  do {                        \
     while (false && (cond)) { \
-    }                        \
+    }                         \
   } while (false)
 #else
 #define PINPOOL_DCHECK(cond) PINPOOL_CHECK(cond, "internal invariant violated: %s", #cond)

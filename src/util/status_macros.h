@@ -11,9 +11,9 @@
 #define PINPOOL_CONCAT_(a, b) PINPOOL_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function if `expr` is not OK.
-#define PINPOOL_RETURN_IF_ERROR(expr)            \
-  do {                                           \
-    ::absl::Status pinpool_status_ = (expr);     \
+#define PINPOOL_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::absl::Status pinpool_status_ = (expr);           \
     if (!pinpool_status_.ok()) return pinpool_status_; \
   } while (false)
 
