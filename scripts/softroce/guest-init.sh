@@ -85,8 +85,16 @@ mount_root() {
   mkdir -p "$root/dev/shm" "$root/dev/pts"
   mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
   mount -t devpts devpts "$root/dev/pts"
-  # 9p cannot hold FIFOs or unix sockets, and the host's /tmp is not ours to litter.
-  mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+  # 9p cannot hold FIFOs or unix sockets, and the host's /tmp is not ours to litter: the guest's
+  # /tmp is an overlay whose writes go to a tmpfs, while the host's files there (a build tree in a
+  # clone under /tmp, as CI may make) stay visible.
+  mkdir -p /tmpovl
+  mount -t tmpfs -o mode=0755 tmpfs /tmpovl
+  mkdir -p /tmpovl/upper /tmpovl/work
+  chmod 1777 /tmpovl/upper
+  mount -t overlay overlay -o "lowerdir=$root/tmp,upperdir=/tmpovl/upper,workdir=/tmpovl/work" \
+    "$root/tmp" || mount -t tmpfs -o mode=1777 tmpfs "$root/tmp" ||
+    fail "mount /tmp"
 }
 
 run_session() {
