@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "support/counting_domain.h"
+#include "support/proc_status.h"
 
 namespace pinpool {
 namespace {
@@ -118,7 +119,8 @@ TEST(PoolTest, AlignmentIsHonouredAndInvalidRequestsGiveEmptyBlocks) {
 }
 
 TEST(PoolTest, ReallocateKeepsContentsAndKeys) {
-  auto pool = Pool::Create(SmallOptions(std::make_shared<CountingDomain>())).value();
+  auto domain = std::make_shared<CountingDomain>();
+  auto pool = Pool::Create(SmallOptions(domain)).value();
   Block b = pool->Allocate(100);
   ASSERT_TRUE(b);
   std::memset(b.data(), 0x33, 100);
@@ -126,12 +128,46 @@ TEST(PoolTest, ReallocateKeepsContentsAndKeys) {
   ASSERT_TRUE(bigger);
   EXPECT_EQ(bigger.size(), 3 * kMiB);
   for (int i = 0; i < 100; ++i) ASSERT_EQ(static_cast<unsigned char*>(bigger.data())[i], 0x33);
-  EXPECT_EQ(bigger.lkey(), pool->Lookup(bigger.data())->lkey());
+  Keys registered;
+  ASSERT_TRUE(domain->KeysFor(bigger.chunk().base, &registered));
+  EXPECT_EQ(bigger.lkey(), registered.lkey);
   Block too_big = pool->Reallocate(bigger, pool->chunk_size() + 1);
   EXPECT_FALSE(too_big);  // and `bigger` is still allocated and intact
   EXPECT_EQ(static_cast<unsigned char*>(bigger.data())[99], 0x33);
   EXPECT_GE(pool->UsableSize(bigger.data()), 3 * kMiB);
   pool->Deallocate(bigger);
+}
+
+TEST(PoolTest, ShrinkingToAFewBytesKeepsSixteenByteBlocksWhole) {
+  // jemalloc's 8-byte class is 8-byte aligned; a block shrunk into it and freed must never come
+  // back as a 16-byte block overlapping its neighbour.
+  auto pool = Pool::Create(SmallOptions()).value();
+  for (int i = 0; i < 200; ++i) {
+    Block b = pool->Allocate(64);
+    Block small = pool->Reallocate(b, 1 + i % 8);
+    ASSERT_TRUE(small);
+    if (i % 2) {
+      pool->Deallocate(small);
+    } else {
+      pool->Deallocate(small.data());
+    }
+  }
+  for (int i = 0; i < 200; ++i) {
+    Block b = pool->Allocate(16);
+    ASSERT_TRUE(b);
+    EXPECT_GE(pool->UsableSize(b.data()), 16u);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % 16, 0u);
+  }
+}
+
+TEST(PoolTest, SizedFreeByAddressTakesTheFastPathAndWorks) {
+  auto pool = Pool::Create(SmallOptions()).value();
+  std::vector<void*> ps;
+  for (int i = 1; i < 1000; ++i) ps.push_back(pool->Allocate(i * 7).data());
+  for (int i = 1; i < 1000; ++i) pool->Deallocate(ps[i - 1], i * 7);
+  pool->Deallocate(nullptr, 10);
+  Block again = pool->Allocate(7);
+  EXPECT_TRUE(again);
 }
 
 TEST(PoolTest, FreeByAddressAndNullAreAccepted) {
@@ -181,6 +217,13 @@ TEST(PoolDeathTest, FreeingForeignPointerAbortsNamingIt) {
   Block b = other->Allocate(64);
   EXPECT_DEATH(pool->Deallocate(b), "Deallocate\\(0x[0-9a-f]+\\): not memory of this pool");
   other->Deallocate(b);
+  // Inside the pool's reserved range but in a chunk never mapped: the fast path must not take it.
+  Block mine = pool->Allocate(64);
+  const std::uintptr_t unmapped = mine.chunk().base + 3 * pool->chunk_size();
+  Block forged(reinterpret_cast<void*>(unmapped), 64, &mine.chunk());
+  EXPECT_DEATH(pool->Deallocate(forged), "not memory of this pool");
+  EXPECT_DEATH(pool->Deallocate(forged.data(), 64), "not memory of this pool");
+  pool->Deallocate(mine);
 }
 
 TEST(PoolTest, StatsDescribeChunksDomainsAndBytes) {
@@ -226,7 +269,10 @@ TEST(PoolTest, FailedRegistrationUndoesEarlierDomainsAndTheMapping) {
   o.domains.push_back(b);
   auto pool = Pool::Create(o).value();
   b->FailRegistration(1);
+  const long long rss = testing::ProcStatusBytes("VmRSS");
   EXPECT_FALSE(pool->Allocate(64));
+  // The populated 4 MiB chunk was unmapped again, not left behind.
+  EXPECT_LT(testing::ProcStatusBytes("VmRSS") - rss, static_cast<long long>(2 * kMiB));
   EXPECT_THAT(std::string(pool->last_growth_error().message()),
               HasSubstr("injected registration failure"));
   EXPECT_EQ(a->live_registrations(), 0u);  // domain a's registration was undone

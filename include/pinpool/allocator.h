@@ -76,8 +76,8 @@ class Allocator {
     return static_cast<T*>(block.data());
   }
 
-  void deallocate(T* p, std::size_t /*n*/) const noexcept {
-    pool_->Deallocate(static_cast<void*>(p));
+  void deallocate(T* p, std::size_t n) const noexcept {
+    pool_->Deallocate(static_cast<void*>(p), n == 0 ? 1 : n * sizeof(T));
   }
 
   // Largest n for which allocate(n) can succeed (Pool::max_block_size(), 7/8 of a chunk: one

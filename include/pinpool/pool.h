@@ -12,7 +12,8 @@
 //
 // Errors: Create and Reserve return a Status saying which limit was hit and what to change. The
 // allocation path never throws: it returns an empty Block, and last_growth_error() says why.
-// Freeing a pointer the pool does not own aborts with a message naming it.
+// Freeing an address outside the pool's chunks aborts with a message naming it. Double frees and
+// interior pointers inside the pool are not detected yet: they corrupt the pool.
 #ifndef PINPOOL_POOL_H_
 #define PINPOOL_POOL_H_
 
@@ -55,11 +56,15 @@ class Pool {
 
   // Frees a block from Allocate/Reallocate. An empty block is ignored.
   void Deallocate(const Block& block) noexcept;
-  // Frees by address alone (C-style). Null is ignored.
+  // Frees by address and the size it was allocated (or last reallocated) with: as fast as
+  // freeing the Block. Null is ignored.
+  void Deallocate(void* data, std::size_t size) noexcept;
+  // Frees by address alone (C-style; looks the size up). Null is ignored.
   void Deallocate(void* data) noexcept;
 
-  // Resizes in place when it can, else moves the contents to a new block. On failure returns
-  // an empty Block and leaves `block` allocated and unchanged. An empty `block` allocates.
+  // Resizes in place when it can, else moves the contents to a new block (aligned to 16 bytes;
+  // a larger alignment the block was allocated with is not kept). On failure returns an empty
+  // Block and leaves `block` allocated and unchanged. An empty `block` allocates.
   Block Reallocate(const Block& block, std::size_t new_size) noexcept;
   // The same by address alone (C-style). Null allocates.
   Block Reallocate(void* data, std::size_t new_size) noexcept;
@@ -69,7 +74,7 @@ class Pool {
   // True when `address` lies in one of this pool's chunks.
   bool Contains(const void* address) const noexcept;
   // Bytes usable at `data`, a pointer Allocate returned (>= the size asked for). Aborts if
-  // `data` is not memory of this pool; 0 for null.
+  // `data` is outside the pool's chunks; 0 for null. Other addresses give a meaningless size.
   std::size_t UsableSize(const void* data) const noexcept;
 
   // Maps and registers chunks until at least `bytes` are mapped (setup-time growth).

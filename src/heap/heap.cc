@@ -9,19 +9,21 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "heap/jemalloc.h"
 #include "util/check.h"
 
-// Options for pinpool's private jemalloc only (the renamed copy reads this instead of
-// malloc_conf; it reads PINPOOL_JEC from the environment, never MALLOC_CONF). Large sizes up to 64
-// KiB stay in the tcache, so they do not split and merge extents on every call (notes/jemalloc.md,
-// trap 2).
+// Options for pinpool's private jemalloc only (the renamed copy reads pinpool_je_malloc_conf, and
+// PINPOOL_JEC from the environment, never MALLOC_CONF). Its automatic tcache is off: every call
+// passes MALLOCX_TCACHE_NONE (pinpool's own thread caches stand in front). retain is off so that
+// a destroyed arena's metadata is unmapped, not kept.
 extern "C" {
 __attribute__((visibility("hidden"))) const char* pinpool_je_malloc_conf =
-    "tcache_max:65536,tcache_nslots_large:64,retain:false";
+    "tcache:false,retain:false";
 }
 
 namespace pinpool::internal {
 
+constinit thread_local bool tls_caches_gone __attribute__((tls_model("initial-exec"))) = false;
 constinit thread_local ThreadCacheSlots tls_cache_slots
     __attribute__((tls_model("initial-exec"))) = {};
 
@@ -80,13 +82,19 @@ struct ThreadCacheOwner {
       }
     }
     std::memset(&tls_cache_slots, 0, sizeof tls_cache_slots);
+    tls_caches_gone = true;
   }
 };
 thread_local ThreadCacheOwner tls_cache_owner;
 
+struct Heap::HookTable {
+  extent_hooks_t hooks;  // first: jemalloc passes &hooks to every hook
+  Heap* heap;
+};
+
 // The extent hooks. jemalloc's convention: bool-returning hooks return false on success.
 struct Heap::Hooks {
-  static Heap* From(extent_hooks_t* h) { return reinterpret_cast<Heap*>(h); }
+  static Heap* From(extent_hooks_t* h) { return reinterpret_cast<HookTable*>(h)->heap; }
 
   static void* Alloc(extent_hooks_t* h, void* new_addr, size_t size, size_t alignment, bool* zero,
                      bool* commit, unsigned) {
@@ -112,22 +120,19 @@ struct Heap::Hooks {
   }
 };
 
-Heap::Heap(Arena* arena, std::uint64_t id) : arena_(arena), id_(id) {
-  static_assert(offsetof(Heap, hooks_) == 0, "hooks_ must be first");
-  hooks_ = extent_hooks_t{&Hooks::Alloc,
-                          &Hooks::Dalloc,
-                          &Hooks::Destroy,
-                          &Hooks::Commit,
-                          &Hooks::Decommit,
-                          /*purge_lazy=*/nullptr,
-                          /*purge_forced=*/nullptr,
-                          &Hooks::Split,
-                          &Hooks::Merge};
+Heap::Heap(Arena* arena, std::uint64_t id)
+    : hooks_(new HookTable{
+          {&Hooks::Alloc, &Hooks::Dalloc, &Hooks::Destroy, &Hooks::Commit, &Hooks::Decommit,
+           /*purge_lazy=*/nullptr, /*purge_forced=*/nullptr, &Hooks::Split, &Hooks::Merge},
+          this}),
+      arena_(arena),
+      id_(id) {
+  static_assert(offsetof(HookTable, hooks) == 0, "jemalloc passes &hooks");
 }
 
 absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena) {
   std::unique_ptr<Heap> heap(new Heap(arena, next_heap_id.fetch_add(1)));
-  ArenaConfig config{&heap->hooks_, /*metadata_use_hooks=*/false};
+  ArenaConfig config{&heap->hooks_->hooks, /*metadata_use_hooks=*/false};
   unsigned index = 0;
   std::size_t len = sizeof index;
   if (int err = pinpool_je_mallctl("experimental.arenas_create_ext", &index, &len, &config,
@@ -137,6 +142,7 @@ absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena) {
         absl::StrFormat("creating the heap's jemalloc arena failed: %s", std::strerror(err)));
   }
   heap->arena_index_ = index;
+  heap->arena_created_ = true;
   heap->base_flags_ = MALLOCX_ARENA(index) | MALLOCX_TCACHE_NONE;
   const std::string prefix = absl::StrFormat("arena.%u.", index);
   // Never purge: a purge is MADV_DONTNEED on registered pages (notes/jemalloc.md, trap 7).
@@ -163,8 +169,10 @@ Heap::~Heap() {
   }
   // Threads' caches of this heap are left to their threads (who free them without touching
   // their blocks). Destroying the arena drops every block and jemalloc's metadata for it.
-  pinpool_je_mallctl(absl::StrFormat("arena.%u.destroy", arena_index_).c_str(), nullptr, nullptr,
-                     nullptr, 0);
+  if (!arena_created_) return;
+  [[maybe_unused]] const int err = pinpool_je_mallctl(
+      absl::StrFormat("arena.%u.destroy", arena_index_).c_str(), nullptr, nullptr, nullptr, 0);
+  PINPOOL_DCHECK(err == 0);
 }
 
 ThreadCache& Heap::CacheSlow() noexcept {
@@ -199,7 +207,7 @@ ThreadCache& Heap::CacheSlow() noexcept {
 }
 
 void* Heap::Allocate(std::size_t size, std::size_t alignment) noexcept {
-  if (alignment <= kMinCachedSize && size <= kMaxCachedSize) {
+  if (alignment <= kMinCachedSize && size <= kMaxCachedSize && !tls_caches_gone) {
     const unsigned c = SizeClass(size);
     ThreadCache::Bin& bin = Cache().bins[c];
     if (bin.top != bin.bottom) return *--bin.top;
@@ -210,7 +218,7 @@ void* Heap::Allocate(std::size_t size, std::size_t alignment) noexcept {
 
 void Heap::Free(void* p, std::size_t size) noexcept {
   if (size == 0) size = UsableSize(p);
-  if (size <= kMaxCachedSize) {
+  if (size <= kMaxCachedSize && !tls_caches_gone) {
     ThreadCache::Bin& bin = Cache().bins[SizeClass(size)];
     if (bin.top == bin.limit) Flush(bin, bin.capacity() / 2);
     *bin.top++ = p;
@@ -218,6 +226,14 @@ void Heap::Free(void* p, std::size_t size) noexcept {
   }
   pinpool_je_dallocx(p, base_flags_);
 }
+
+void* Heap::Reallocate(void* p, std::size_t size) noexcept {
+  // Never below 16 bytes: jemalloc's 8-byte class is only 8-byte aligned, and a block of it
+  // freed into the 16-byte bin would be handed out as 16 bytes (overlapping its neighbour).
+  return pinpool_je_rallocx(p, std::max(size, kMinCachedSize), base_flags_);
+}
+
+std::size_t Heap::UsableSize(const void* p) const noexcept { return pinpool_je_sallocx(p, 0); }
 
 void* Heap::Refill(ThreadCache::Bin& bin, unsigned c) noexcept {
   const std::size_t size = ClassSize(c);

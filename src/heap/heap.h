@@ -26,7 +26,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "arena/arena.h"
-#include "heap/jemalloc.h"
 #include "heap/size_class.h"
 #include "heap/thread_cache.h"
 
@@ -41,6 +40,9 @@ struct ThreadCacheSlots {
   ThreadCache* cache[kSlots];
 };
 struct ThreadCacheOwner;
+// Set when this thread's cache owner has been destroyed (thread exit): frees and allocations
+// from destructors that run later (other thread_locals, statics) bypass the caches.
+extern constinit thread_local bool tls_caches_gone __attribute__((tls_model("initial-exec")));
 extern constinit thread_local ThreadCacheSlots tls_cache_slots
     __attribute__((tls_model("initial-exec")));
 
@@ -82,10 +84,9 @@ class Heap {
   // Frees a block. `size` is a size it was allocated with (>= 1), or 0 when unknown.
   void Free(void* p, std::size_t size) noexcept;
 
-  void* Reallocate(void* p, std::size_t size) noexcept {
-    return pinpool_je_rallocx(p, size, base_flags_);
-  }
-  std::size_t UsableSize(const void* p) const noexcept { return pinpool_je_sallocx(p, 0); }
+  // Resizes in place or moves; keeps 16-byte alignment (not more). Null when it cannot.
+  void* Reallocate(void* p, std::size_t size) noexcept;
+  std::size_t UsableSize(const void* p) const noexcept;
 
   struct ByteCounts {
     std::size_t allocated = 0;  // bytes in live blocks, by size class
@@ -114,10 +115,12 @@ class Heap {
   // Returns the `n` oldest blocks of a bin to jemalloc.
   void Flush(ThreadCache::Bin& bin, std::size_t n) noexcept;
 
-  extent_hooks_t hooks_;  // first: the hook functions find the Heap from this address
+  struct HookTable;  // jemalloc's extent_hooks_t and a pointer back to this heap
+  std::unique_ptr<HookTable> hooks_;
   Arena* const arena_;
   const std::uint64_t id_;
   unsigned arena_index_ = 0;
+  bool arena_created_ = false;
   int base_flags_ = 0;  // MALLOCX_ARENA(this arena) | MALLOCX_TCACHE_NONE
 
   mutable absl::Mutex mu_;

@@ -17,8 +17,8 @@ void* MemoryResource::do_allocate(std::size_t bytes, std::size_t alignment) {
   return block.data();
 }
 
-void MemoryResource::do_deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/) {
-  pool_->Deallocate(p);
+void MemoryResource::do_deallocate(void* p, std::size_t bytes, std::size_t /*alignment*/) {
+  pool_->Deallocate(p, bytes == 0 ? 1 : bytes);
 }
 
 bool MemoryResource::do_is_equal(const std::pmr::memory_resource& other) const noexcept {

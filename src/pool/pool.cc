@@ -82,18 +82,21 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   return Block(p, size, chunk);
 }
 
-void Pool::Deallocate(const Block& block) noexcept {
-  void* p = block.data();
-  const std::size_t size = block.size();
-  // In the range is enough here: a foreign pointer is never in it, and whatever is in it but is
-  // not a live block is the misuse the slow path cannot see either.
-  if (__builtin_expect(size - 1 < internal::kMaxCachedSize &&
-                           reinterpret_cast<std::uintptr_t>(p) - range_base_ < range_size_ &&
-                           heap_->TryFreeCached(p, size),
+void Pool::Deallocate(const Block& block) noexcept { Deallocate(block.data(), block.size()); }
+
+void Pool::Deallocate(void* data, std::size_t size) noexcept {
+  // The fast path's check: 16-byte aligned and in a mapped chunk of this pool (one load, like
+  // Allocate's). What passes but is not a live block (a double free, an interior pointer) is not
+  // detected yet.
+  const auto p = reinterpret_cast<std::uintptr_t>(data);
+  if (__builtin_expect(size - 1 < internal::kMaxCachedSize && (p & 15) == 0 &&
+                           p - range_base_ < range_size_ &&
+                           ChunkInRange(chunk_table_, range_base_, chunk_shift_, data) != nullptr &&
+                           heap_->TryFreeCached(data, size),
                        1)) {
     return;
   }
-  DeallocateSlow(p, size);
+  DeallocateSlow(data, size);
 }
 
 void Pool::Deallocate(void* data) noexcept { DeallocateSlow(data, 0); }
