@@ -1,4 +1,5 @@
-// RLIMIT_MEMLOCK as it applies to this process: the soft limit, what is locked now (VmLck), and
+// RLIMIT_MEMLOCK as it applies to this process: the soft limit, what is locked and pinned now
+// (VmLck, VmPin: the kernel checks each against the limit on its own), and
 // whether CAP_IPC_LOCK exempts the process from it. Read fresh on every call (limits and
 // capabilities can change at run time); thread-safe.
 #include <sys/resource.h>
@@ -47,6 +48,7 @@ MemlockState QueryMemlock() noexcept {
   }
   if (auto status = ReadKernelFile("/proc/self/status"); status.ok()) {
     state.locked = ParseNumber(StatusField(*status, "VmLck"), 10) << 10;  // "123 kB"
+    state.pinned = ParseNumber(StatusField(*status, "VmPin"), 10) << 10;
     state.exempt = (ParseNumber(StatusField(*status, "CapEff"), 16) >> kCapIpcLock) & 1;
   }
   return state;

@@ -58,7 +58,8 @@ absl::StatusOr<MappedChunk> QueryPages(const void* at, std::size_t length);
 // RLIMIT_MEMLOCK and what counts against it.
 struct MemlockState {
   std::size_t limit = 0;   // soft limit in bytes; SIZE_MAX when unlimited
-  std::size_t locked = 0;  // VmLck of this process
+  std::size_t locked = 0;  // VmLck of this process (mlock)
+  std::size_t pinned = 0;  // VmPin of this process (RDMA registrations, io_uring buffers)
   bool exempt = false;     // CAP_IPC_LOCK in the effective set: the limit does not apply
 };
 MemlockState QueryMemlock() noexcept;
