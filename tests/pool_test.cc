@@ -44,6 +44,10 @@ TEST(PoolOptionsTest, RejectsBudgetBelowChunkAndInitialAboveBudget) {
   o = SmallOptions();
   o.initial_size = o.budget + 1;
   EXPECT_THAT(Pool::Create(o).status().message(), HasSubstr("initial_size"));
+  o = SmallOptions();  // 5 MiB rounds up to 8 MiB of chunks; a 5 MiB budget holds one chunk
+  o.budget = 5 * kMiB;
+  o.initial_size = 5 * kMiB;
+  EXPECT_EQ(Pool::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = SmallOptions();
   o.domains.push_back(nullptr);
   EXPECT_EQ(Pool::Create(o).status().code(), absl::StatusCode::kInvalidArgument);

@@ -2,8 +2,9 @@
 // buffer table, or the host's page pinning). The arena is the only caller.
 //
 // Contract for implementations:
-//  - Register() is given a mapped, populated range and either registers all of it and returns its
-//    keys, or registers nothing and returns an error saying what limit was hit and how to fix it.
+//  - Register() is given a mapped range (populated unless PoolOptions::populate is off) and either
+//    registers all of it and returns its keys, or registers nothing and returns an error saying
+//    what limit was hit and how to fix it.
 //  - Deregister() undoes exactly one successful Register(); it cannot fail.
 //  - Neither is ever called on the allocation fast path. Calls for one pool are serialized; a
 //    domain shared by several pools must be safe to call from several threads.

@@ -27,10 +27,15 @@ absl::Status Validate(const PoolOptions& o) {
         absl::StrFormat("PoolOptions::budget (%s) is smaller than one chunk (%s)",
                         FormatBytes(o.budget), FormatBytes(o.chunk_size)));
   }
-  if (o.initial_size > o.budget) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("PoolOptions::initial_size (%s) is larger than the budget (%s)",
-                        FormatBytes(o.initial_size), FormatBytes(o.budget)));
+  // initial_size rounds up to chunks, the budget down: compare what each really means.
+  if ((o.initial_size + o.chunk_size - 1) / o.chunk_size > o.budget / o.chunk_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "PoolOptions::initial_size (%s, %s in whole chunks) is larger than the budget (%s, %s "
+        "in whole chunks of %s)",
+        FormatBytes(o.initial_size),
+        FormatBytes((o.initial_size + o.chunk_size - 1) / o.chunk_size * o.chunk_size),
+        FormatBytes(o.budget), FormatBytes(o.budget / o.chunk_size * o.chunk_size),
+        FormatBytes(o.chunk_size)));
   }
   if (o.require_page_size && PageBytes(o.page_size) > o.chunk_size) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -34,7 +34,6 @@
 namespace pinpool::internal::os {
 namespace {
 
-constexpr std::size_t kBasePage = std::size_t{4} << 10;
 constexpr int kMapHuge2M = 21 << MAP_HUGE_SHIFT;
 constexpr int kMapHuge1G = 30 << MAP_HUGE_SHIFT;
 constexpr const char* kAllowFallback = "allow fallback (PoolOptions::require_page_size = false)";

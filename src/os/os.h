@@ -16,6 +16,9 @@
 
 namespace pinpool::internal::os {
 
+// The base page size on every platform pinpool supports (x86-64, arm64 with 4K pages).
+inline constexpr std::size_t kBasePage = std::size_t{4} << 10;
+
 // Calls this layer made into the kernel, for tests that prove the fast path makes none.
 struct Counters {
   std::atomic<std::uint64_t> mmap{0};

@@ -19,7 +19,6 @@
 namespace pinpool::internal::os {
 namespace {
 
-constexpr std::size_t kBasePage = std::size_t{4} << 10;
 
 }  // namespace
 

@@ -34,7 +34,6 @@
 namespace pinpool::internal::os {
 namespace {
 
-constexpr std::size_t kBasePage = std::size_t{4} << 10;
 constexpr std::size_t kPmdPage = std::size_t{2} << 20;
 constexpr std::size_t kPagesPerPmd = kPmdPage / kBasePage;
 
