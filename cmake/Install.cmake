@@ -9,7 +9,8 @@
 #
 # The private, renamed jemalloc archive is linked into libpinpool.so and hidden there: it is not
 # installed and is no dependency of consumers. Abseil is (absl::status/statusor appear in public
-# headers), so both the CMake package and the .pc file declare it.
+# headers), and so is libibverbs (pinpool/verbs.h includes <infiniband/verbs.h>), so both the
+# CMake package and the .pc file declare them.
 #
 # Both the CMake package and pinpool.pc are relocatable with `cmake --install --prefix P` and
 # DESTDIR: the CMake files find the prefix from their own location, and pinpool.pc is written at
@@ -77,6 +78,7 @@ set(pinpool_pc_requires "absl_status absl_statusor")
 if(absl_VERSION)
   set(pinpool_pc_requires "absl_status = ${absl_VERSION}, absl_statusor = ${absl_VERSION}")
 endif()
+string(APPEND pinpool_pc_requires ", libibverbs")
 if(IS_ABSOLUTE "${PINPOOL_INSTALL_PKGCONFIGDIR}")
   set(pinpool_pc_destination "${PINPOOL_INSTALL_PKGCONFIGDIR}")
 else()

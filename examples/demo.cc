@@ -1,42 +1,35 @@
 // The README's demo: a pool on the best domain this machine has, a few blocks with their keys,
 // the page sizes the kernel actually gave, and the pool's stats.
 //
-// Domains: RDMA devices are listed when present; this build registers with the pin-only host
-// domain (mlock), which works everywhere. Huge pages are used when reserved
-// (vm.nr_hugepages), else transparent huge pages, else 4 KiB pages: the output says which.
+// Domains: when an RDMA device is usable, the pool registers with it (a VerbsDomain on the first
+// device with an ACTIVE port, granting peers remote read and write) and every block shows the
+// lkey and rkey a work request needs. Otherwise it says why and uses the pin-only host domain
+// (mlock), which works everywhere. Huge pages are used when reserved (vm.nr_hugepages), else
+// transparent huge pages, else 4 KiB pages: the output says which.
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pinpool/pinpool.h"
-
-namespace {
-
-std::vector<std::string> RdmaDevices() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {
-    names.push_back(e.path().filename().string());
-  }
-  return names;
-}
-
-}  // namespace
+#include "pinpool/verbs.h"
 
 int main() {
   std::printf("pinpool %s demo\n\n", PINPOOL_VERSION_STRING);
-  const std::vector<std::string> devices = RdmaDevices();
-  if (devices.empty()) {
-    std::printf("RDMA devices: none (no /sys/class/infiniband); using pin-only host memory\n");
+  pinpool::PoolOptions options;
+  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs =
+      pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
+  if (verbs.ok()) {
+    std::printf("domain: %s (verbs, remote read/write; fork mode %s)\n", (*verbs)->name().c_str(),
+                pinpool::ForkModeName(pinpool::QueryForkMode()));
+    options.domains.push_back(*verbs);
   } else {
-    std::printf("RDMA devices:");
-    for (const auto& d : devices) std::printf(" %s", d.c_str());
-    std::printf("\n(this build registers with the pin-only host domain)\n");
+    std::printf("domain: host (pin-only), because there is no usable RDMA device:\n  %s\n",
+                verbs.status().ToString().c_str());
   }
 
-  pinpool::PoolOptions options;
   options.chunk_size = 8 * pinpool::kMiB;
   options.budget = 64 * pinpool::kMiB;
   options.initial_size = 8 * pinpool::kMiB;
@@ -47,8 +40,8 @@ int main() {
     return 1;
   }
 
-  std::printf("\n%-8s %-16s %-10s %-8s %-12s %s\n", "size", "address", "lkey", "domain",
-              "offset", "chunk pages");
+  std::printf("\n%-8s %-16s %-10s %-10s %-12s %-12s %s\n", "size", "address", "lkey", "rkey",
+              "domain", "offset", "chunk pages");
   std::vector<pinpool::Block> blocks;
   for (std::size_t size : {64ul, 4096ul, 65536ul, 1ul << 20}) {
     pinpool::Block b = (*pool)->Allocate(size);
@@ -58,8 +51,14 @@ int main() {
       return 1;
     }
     std::memset(b.data(), 0xab, b.size());
-    std::printf("%-8zu %-16p %-10u %-8s %-12llu %s\n", b.size(), b.data(),
-                pinpool::ToUnderlying(b.lkey()), (*pool)->GetStats().domains[0].name.c_str(),
+    // The host domain has no device keys: show a dash rather than a zero that looks like one.
+    char lkey[16] = "-", rkey[16] = "-";
+    if (verbs.ok()) {
+      std::snprintf(lkey, sizeof(lkey), "0x%x", pinpool::ToUnderlying(b.lkey()));
+      std::snprintf(rkey, sizeof(rkey), "0x%x", pinpool::ToUnderlying(b.rkey()));
+    }
+    std::printf("%-8zu %-16p %-10s %-10s %-12s %-12llu %s\n", b.size(), b.data(), lkey, rkey,
+                (*pool)->GetStats().domains[0].name.c_str(),
                 static_cast<unsigned long long>(b.offset()),
                 pinpool::PageSizeName(b.chunk().page_size));
     blocks.push_back(b);

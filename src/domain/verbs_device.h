@@ -1,0 +1,37 @@
+// Finding and describing RDMA devices for the verbs domain: which device to open and what it can
+// do (the capabilities a registration depends on).
+// Everything here runs once per domain, at Open/Wrap time, never per registration.
+// Stateless functions; thread-safe as libibverbs is.
+#ifndef PINPOOL_DOMAIN_VERBS_DEVICE_H_
+#define PINPOOL_DOMAIN_VERBS_DEVICE_H_
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace pinpool::internal {
+
+// What a registration depends on, read from ibv_query_device(_ex).
+struct VerbsDeviceCaps {
+  std::uint64_t max_mr_size = 0;
+  std::uint32_t max_mr = 0;
+  bool atomics = false;           // atomic_cap is not IBV_ATOMIC_NONE
+  bool odp = false;               // odp_caps.general_caps has IBV_ODP_SUPPORT
+  std::uint32_t rc_odp_caps = 0;  // odp_caps.per_transport_caps.rc_odp_caps (IBV_ODP_SUPPORT_*)
+};
+
+// Opens the device named `name`, or when `name` is empty the first one with an ACTIVE port.
+// The caller owns the returned context (ibv_close_device). Errors: kNotFound (no device / no
+// such name: the message lists the devices there are and what to load), kUnavailable (no
+// ACTIVE port: the ports' states are listed), kPermissionDenied (/dev/infiniband access).
+absl::StatusOr<ibv_context*> OpenVerbsDevice(const std::string& name);
+
+absl::StatusOr<VerbsDeviceCaps> QueryVerbsCaps(ibv_context* context);
+
+}  // namespace pinpool::internal
+
+#endif  // PINPOOL_DOMAIN_VERBS_DEVICE_H_

@@ -1,0 +1,214 @@
+// RcPair: two loopback RC queue pairs (see rc_pair.h for the contract). The connection steps are
+// the standard RESET -> INIT -> RTR -> RTS sequence with each QP's peer being the other one; the
+// numbers chosen are explained where they are set.
+#include "rc_pair.h"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+
+namespace pinpool::testing {
+namespace {
+
+absl::Status VerbsError(const char* what, int err) {
+  return absl::InternalError(absl::StrFormat("%s failed: %s", what, std::strerror(err)));
+}
+
+bool IsIpv4Mapped(const ibv_gid& gid) {
+  static constexpr std::uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(gid.raw, kPrefix, sizeof(kPrefix)) == 0;
+}
+
+// Moves `qp` to INIT, RTR and RTS with `peer_qpn` as the other end, reached through `gid`.
+absl::Status ConnectQp(ibv_qp* qp, std::uint32_t peer_qpn, std::uint8_t port, ibv_mtu mtu,
+                       int gid_index, const ibv_gid& gid) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = port;
+  // The QP accepts every remote operation: whether one is allowed is then decided by the memory
+  // region's own access rights alone, which is what the tests examine.
+  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+                      IBV_ACCESS_REMOTE_ATOMIC;
+  if (const int err = ibv_modify_qp(
+          qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+      err != 0) {
+    return VerbsError("ibv_modify_qp(INIT)", err);
+  }
+
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = mtu;
+  a.dest_qp_num = peer_qpn;
+  a.rq_psn = 0;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;  // RoCE: every packet carries a GRH
+  a.ah_attr.grh.dgid = gid;
+  a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(gid_index);
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = port;
+  if (const int err =
+          ibv_modify_qp(qp, &a,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+      err != 0) {
+    return VerbsError("ibv_modify_qp(RTR)", err);
+  }
+
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  // 4.096 us * 2^18 ~ 1 s before a retransmission: an emulated CPU under load can take that
+  // long to answer, and a spurious retry only costs time.
+  a.timeout = 18;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = 0;
+  a.max_rd_atomic = 1;
+  if (const int err = ibv_modify_qp(qp, &a,
+                                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                        IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+      err != 0) {
+    return VerbsError("ibv_modify_qp(RTS)", err);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<int> FindIpv4MappedGid(ibv_context* context, std::uint8_t port) {
+  ibv_port_attr attr{};
+  if (const int err = ibv_query_port(context, port, &attr); err != 0) {
+    return VerbsError("ibv_query_port", err);
+  }
+  for (int i = 0; i < attr.gid_tbl_len; ++i) {
+    ibv_gid_entry entry{};
+    // ENODATA marks an empty slot; the table may have holes.
+    if (ibv_query_gid_ex(context, port, static_cast<std::uint32_t>(i), &entry, 0) != 0) continue;
+    if (entry.gid_type != IBV_GID_TYPE_ROCE_V2) continue;
+    ibv_gid gid;
+    std::memcpy(gid.raw, entry.gid.raw, sizeof(gid.raw));
+    if (IsIpv4Mapped(gid)) return i;
+  }
+  return absl::NotFoundError(absl::StrFormat(
+      "%s port %d has no IPv4-mapped RoCE v2 GID (give its netdev an IPv4 address and wait for "
+      "the GID table to fill)",
+      ibv_get_device_name(context->device), port));
+}
+
+absl::StatusOr<std::unique_ptr<RcPair>> RcPair::Connect(ibv_pd* pd_a, ibv_pd* pd_b,
+                                                        std::uint8_t port) {
+  if (pd_a == nullptr || pd_b == nullptr) {
+    return absl::InvalidArgumentError("RcPair::Connect needs two protection domains");
+  }
+  ibv_port_attr port_attr{};
+  if (const int err = ibv_query_port(pd_a->context, port, &port_attr); err != 0) {
+    return VerbsError("ibv_query_port", err);
+  }
+  if (port_attr.state != IBV_PORT_ACTIVE) {
+    return absl::UnavailableError(absl::StrFormat("%s port %d is %s, not ACTIVE",
+                                                  ibv_get_device_name(pd_a->context->device), port,
+                                                  ibv_port_state_str(port_attr.state)));
+  }
+  absl::StatusOr<int> gid_index = FindIpv4MappedGid(pd_a->context, port);
+  if (!gid_index.ok()) return gid_index.status();
+  ibv_gid gid{};
+  if (const int err = ibv_query_gid(pd_a->context, port, *gid_index, &gid); err != 0) {
+    return VerbsError("ibv_query_gid", err);
+  }
+
+  std::unique_ptr<RcPair> pair(new RcPair());
+  pair->gid_index_ = *gid_index;
+  ibv_pd* pds[2] = {pd_a, pd_b};
+  for (int i = 0; i < 2; ++i) {
+    Endpoint& e = pair->ends_[i];
+    e.cq = ibv_create_cq(pds[i]->context, 16, nullptr, nullptr, 0);
+    if (e.cq == nullptr) return VerbsError("ibv_create_cq", errno);
+    ibv_qp_init_attr init{};
+    init.send_cq = e.cq;
+    init.recv_cq = e.cq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = 16;
+    init.cap.max_recv_wr = 1;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    e.qp = ibv_create_qp(pds[i], &init);
+    if (e.qp == nullptr) return VerbsError("ibv_create_qp", errno);
+  }
+  for (int i = 0; i < 2; ++i) {
+    absl::Status s = ConnectQp(pair->ends_[i].qp, pair->ends_[1 - i].qp->qp_num, port,
+                               port_attr.active_mtu, *gid_index, gid);
+    if (!s.ok()) return s;
+  }
+  return pair;
+}
+
+RcPair::~RcPair() {
+  for (Endpoint& e : ends_) {
+    if (e.qp != nullptr) ibv_destroy_qp(e.qp);
+    if (e.cq != nullptr) ibv_destroy_cq(e.cq);
+  }
+}
+
+absl::StatusOr<ibv_wc_status> RcPair::Write(Side from, const ibv_sge& local,
+                                            const RemoteBuffer& remote) {
+  return Post(from, IBV_WR_RDMA_WRITE, local, remote);
+}
+
+absl::StatusOr<ibv_wc_status> RcPair::Read(Side from, const ibv_sge& local,
+                                           const RemoteBuffer& remote) {
+  return Post(from, IBV_WR_RDMA_READ, local, remote);
+}
+
+absl::StatusOr<ibv_wc_status> RcPair::Post(Side from, ibv_wr_opcode opcode, const ibv_sge& local,
+                                           const RemoteBuffer& remote) {
+  if (local.length > remote.length) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("local buffer (%u bytes) longer than the remote one (%u bytes)",
+                        local.length, remote.length));
+  }
+  Endpoint& e = ends_[from == Side::kA ? 0 : 1];
+  ibv_sge sge = local;
+  ibv_send_wr wr{};
+  wr.wr_id = next_wr_id_++;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = opcode;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote.address;
+  wr.wr.rdma.rkey = ToUnderlying(remote.rkey);
+  ibv_send_wr* bad = nullptr;
+  if (const int err = ibv_post_send(e.qp, &wr, &bad); err != 0) {
+    return VerbsError("ibv_post_send", err);
+  }
+
+  const auto deadline = std::chrono::steady_clock::now() + kTimeout;
+  for (unsigned polls = 0;; ++polls) {
+    ibv_wc wc{};
+    const int n = ibv_poll_cq(e.cq, 1, &wc);
+    if (n < 0) return absl::InternalError("ibv_poll_cq failed");
+    if (n == 1) {
+      if (wc.wr_id != wr.wr_id) {
+        return absl::InternalError(absl::StrFormat(
+            "completion for work request %d while waiting for %d", wc.wr_id, wr.wr_id));
+      }
+      return wc.status;
+    }
+    // The device's work runs in the kernel (softirq, workqueue) on the same few CPUs: after a
+    // short spin, sleep a little so it gets them.
+    if (polls > 1000) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "no completion for an RDMA %s of %u bytes within %d s",
+            opcode == IBV_WR_RDMA_WRITE ? "WRITE" : "READ", local.length, kTimeout.count()));
+      }
+      const timespec pause{0, 20'000};
+      nanosleep(&pause, nullptr);
+    }
+  }
+}
+
+}  // namespace pinpool::testing
