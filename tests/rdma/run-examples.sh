@@ -3,15 +3,17 @@
 # and checks that they used it:
 #   1. rdma_loopback must move its message by RDMA WRITE and READ ("rdma_loopback: OK");
 #   2. the demo must have picked the verbs domain ("domain: <dev>/pd<n> (verbs, ...)") and print
-#      an lkey and rkey for each block.
+#      an lkey and rkey for each block;
+#   3. file_to_peer must READ_FIXED a file into a block and RDMA WRITE it to another, identical.
 #
-#   tests/rdma/run-examples.sh RDMA_LOOPBACK DEMO
+#   tests/rdma/run-examples.sh RDMA_LOOPBACK DEMO FILE_TO_PEER
 #
 # Exit status: 0 both did; 1 otherwise (the output says which).
 set -euo pipefail
 
 loopback=${1:?usage: run-examples.sh RDMA_LOOPBACK DEMO}
-demo=${2:?usage: run-examples.sh RDMA_LOOPBACK DEMO}
+demo=${2:?usage: run-examples.sh RDMA_LOOPBACK DEMO FILE_TO_PEER}
+file_to_peer=${3:?usage: run-examples.sh RDMA_LOOPBACK DEMO FILE_TO_PEER}
 
 fail() {
   echo "run-examples: FAIL: $*" >&2
@@ -27,4 +29,8 @@ printf '%s\n' "$out"
 grep -Eq '^domain: [^ ]+/pd[0-9]+ \(verbs' <<<"$out" || fail "the demo did not use the verbs domain"
 keyed=$(grep -cE '^[0-9]+ +0x[0-9a-f]+ +0x[0-9a-f]+ +0x[0-9a-f]+ ' <<<"$out" || true)
 [ "$keyed" -eq 4 ] || fail "the demo printed lkey and rkey for $keyed blocks, not 4"
-echo "run-examples: rdma_loopback moved its data and the demo used the verbs domain"
+out=$("$file_to_peer") || fail "file_to_peer exited $?"
+printf '%s\n' "$out"
+grep -q '^RDMA WRITE .*: identical$' <<<"$out" || fail "file_to_peer did not RDMA-write the file"
+echo "run-examples: rdma_loopback moved its data, the demo used the verbs domain, file_to_peer" \
+  "moved a file to a peer block"
