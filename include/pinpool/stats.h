@@ -34,13 +34,14 @@ struct PoolStats {
   std::size_t pinned_bytes = 0;     // chunks registered with at least one pinning domain
   std::size_t budget_bytes = 0;     // PoolOptions::budget, rounded down to chunks
   std::size_t allocated_bytes = 0;  // bytes in live blocks and in per-thread caches (size classes)
-  std::size_t heap_active_bytes = 0;  // pages the heap has in use for blocks (>= allocated)
-  std::size_t thread_caches = 0;      // per-thread caches the heap holds (one per thread in use)
-  std::uint64_t growths = 0;          // chunks added
-  std::uint64_t growth_failures = 0;  // attempts to add a chunk that failed
-  std::size_t memlock_limit = 0;      // RLIMIT_MEMLOCK soft limit; SIZE_MAX when unlimited
-  std::size_t locked_bytes = 0;       // the process's VmLck now
-  bool memlock_exempt = false;        // CAP_IPC_LOCK: the limit does not apply
+  std::size_t heap_active_bytes = 0;    // pages the heap has in use for blocks (>= allocated)
+  std::size_t thread_caches = 0;        // per-thread caches the heap holds (one per thread in use)
+  std::uint64_t growths = 0;            // chunks added
+  std::uint64_t growth_failures = 0;    // attempts to add a chunk that failed
+  std::size_t memlock_limit = 0;        // RLIMIT_MEMLOCK soft limit; SIZE_MAX when unlimited
+  std::size_t locked_bytes = 0;         // the process's VmLck now (mlock: the host domain)
+  std::size_t device_pinned_bytes = 0;  // the process's VmPin now (RDMA regions, io_uring buffers)
+  bool memlock_exempt = false;          // CAP_IPC_LOCK: the limit does not apply
   std::vector<ChunkStats> chunks;
   std::vector<DomainStats> domains;
 

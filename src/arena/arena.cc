@@ -207,6 +207,7 @@ void Arena::FillStats(PoolStats& s) const {
   s.growth_failures = growth_failures_;
   s.memlock_limit = memlock.limit;
   s.locked_bytes = memlock.locked;
+  s.device_pinned_bytes = memlock.pinned;
   s.memlock_exempt = memlock.exempt;
   s.chunks.clear();
   for (const auto& c : chunks_) s.chunks.push_back({c->base, c->size, c->page_size, c->huge_bytes});

@@ -15,11 +15,11 @@ std::string PoolStats::ToString() const {
       "reserved %s, mapped %s in %d chunks, pinned %s of a %s budget\n"
       "allocated %s in blocks (%s of pages active)\n"
       "%d thread caches, growths %d, failed growths %d\n"
-      "RLIMIT_MEMLOCK %s, locked %s%s\n",
+      "RLIMIT_MEMLOCK %s, locked %s, device-pinned %s%s\n",
       FormatBytes(reserved_bytes), FormatBytes(mapped_bytes), chunks.size(),
       FormatBytes(pinned_bytes), FormatBytes(budget_bytes), FormatBytes(allocated_bytes),
       FormatBytes(heap_active_bytes), thread_caches, growths, growth_failures,
-      FormatBytes(memlock_limit), FormatBytes(locked_bytes),
+      FormatBytes(memlock_limit), FormatBytes(locked_bytes), FormatBytes(device_pinned_bytes),
       memlock_exempt ? " (CAP_IPC_LOCK: limit does not apply)" : "");
   for (const ChunkStats& c : chunks) {
     absl::StrAppendFormat(&out, "  chunk %#x %s, %s pages, %s huge\n", c.base, FormatBytes(c.size),
