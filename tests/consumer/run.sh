@@ -16,43 +16,10 @@
 #   CMAKE, CMAKE_GENERATOR, CXX   tools to use (default: cmake, Ninja if present, c++)
 set -euo pipefail
 
-fail() {
-  echo "run.sh: FAILED: $*" >&2
-  exit 1
-}
-trap 'echo "run.sh: FAILED (line $LINENO, exit $?): $BASH_COMMAND" >&2' ERR
-step() { echo "== $*"; }
-
-build=${PINPOOL_BUILD_DIR:?set PINPOOL_BUILD_DIR to the pinpool build tree}
-libdir=${PINPOOL_LIBDIR:?set PINPOOL_LIBDIR to CMAKE_INSTALL_LIBDIR}
-version=${PINPOOL_VERSION:?set PINPOOL_VERSION}
-cmake=${CMAKE:-cmake}
-cxx=${CXX:-c++}
-generator=${CMAKE_GENERATOR:-}
-if [[ -z $generator ]]; then
-  if command -v ninja >/dev/null; then generator=Ninja; else generator="Unix Makefiles"; fi
-fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/pinpool-consumer.XXXXXX")
-cleanup() {
-  if [[ ${PINPOOL_KEEP_TMP:-0} == 1 ]]; then
-    echo "run.sh: kept $work"
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-prefix=$work/prefix
-
-# Runs a command quietly; on failure shows its output and fails.
-quiet() {
-  local log=$work/last.log
-  if ! "$@" >"$log" 2>&1; then
-    cat "$log" >&2
-    fail "$*"
-  fi
-}
+# shellcheck source=../support/install-prefix.sh
+source "$here/../support/install-prefix.sh" consumer
+version=${PINPOOL_VERSION:?set PINPOOL_VERSION}
 
 # The directory libpinpool.so.<major> is loaded from when running $1 (with the current env).
 loaded_from() {
@@ -63,9 +30,6 @@ loaded_from() {
   [[ -f $line ]] || fail "$1 cannot find libpinpool: $line"
   dirname "$(realpath "$line")"
 }
-
-step "install $build into $prefix"
-quiet "$cmake" --install "$build" --prefix "$prefix"
 for f in "$libdir/libpinpool.so" "include/pinpool/pinpool.h" "include/pinpool/pool.h" \
   "include/pinpool/version.h" "$libdir/cmake/pinpool/pinpoolConfig.cmake" \
   "$libdir/cmake/pinpool/pinpoolConfigVersion.cmake" "$libdir/cmake/pinpool/pinpoolTargets.cmake" \

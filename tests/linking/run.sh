@@ -11,44 +11,9 @@
 #   CMAKE, CMAKE_GENERATOR, CXX   tools to use (default: cmake, Ninja if present, c++)
 set -euo pipefail
 
-fail() {
-  echo "run.sh: FAILED: $*" >&2
-  exit 1
-}
-trap 'echo "run.sh: FAILED (line $LINENO, exit $?): $BASH_COMMAND" >&2' ERR
-step() { echo "== $*"; }
-
-build=${PINPOOL_BUILD_DIR:?set PINPOOL_BUILD_DIR to the pinpool build tree}
-libdir=${PINPOOL_LIBDIR:?set PINPOOL_LIBDIR to CMAKE_INSTALL_LIBDIR}
-cmake=${CMAKE:-cmake}
-cxx=${CXX:-c++}
-generator=${CMAKE_GENERATOR:-}
-if [[ -z $generator ]]; then
-  if command -v ninja >/dev/null; then generator=Ninja; else generator="Unix Makefiles"; fi
-fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/pinpool-linking.XXXXXX")
-cleanup() {
-  if [[ ${PINPOOL_KEEP_TMP:-0} == 1 ]]; then
-    echo "run.sh: kept $work"
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-prefix=$work/prefix
-
-quiet() {
-  local log=$work/last.log
-  if ! "$@" >"$log" 2>&1; then
-    cat "$log" >&2
-    fail "$*"
-  fi
-}
-
-step "install $build into $prefix"
-quiet "$cmake" --install "$build" --prefix "$prefix"
+# shellcheck source=../support/install-prefix.sh
+source "$here/../support/install-prefix.sh" linking
 installed_lib=$prefix/$libdir/libpinpool.so
 [[ -f $installed_lib ]] || fail "not installed: $libdir/libpinpool.so"
 
