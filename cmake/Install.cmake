@@ -6,6 +6,7 @@
 #   ${LIBDIR}/libpinpool.so.<version>, .so.<major>   component pinpool_Runtime
 #   ${LIBDIR}/libpinpool.so, ${INCLUDEDIR}/pinpool/*.h (with the generated version.h),
 #   ${LIBDIR}/cmake/pinpool/*.cmake, ${LIBDIR}/pkgconfig/pinpool.pc   component pinpool_Development
+#   ${BINDIR}/pinpool-info (when PINPOOL_BUILD_TOOLS)                  component pinpool_Tools
 #
 # The private, renamed jemalloc archive is linked into libpinpool.so and hidden there: it is not
 # installed and is no dependency of consumers. Abseil is (absl::status/statusor appear in public
@@ -40,6 +41,20 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/pinpool"
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/include/pinpool/version.h"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/pinpool"
   COMPONENT pinpool_Development)
+
+# --- tools -----------------------------------------------------------------------------------
+# pinpool-info (tools/pinpool_info), defined before this file is included. It finds the library
+# beside it (${BINDIR}/../${LIBDIR}) wherever the prefix is, so an install into any prefix runs.
+if(TARGET pinpool_info)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_BINDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+    set(pinpool_tools_rpath "${CMAKE_INSTALL_FULL_LIBDIR}")
+  else()
+    file(RELATIVE_PATH pinpool_bin_to_lib "/${CMAKE_INSTALL_BINDIR}" "/${CMAKE_INSTALL_LIBDIR}")
+    set(pinpool_tools_rpath "$ORIGIN/${pinpool_bin_to_lib}")
+  endif()
+  set_target_properties(pinpool_info PROPERTIES INSTALL_RPATH "${pinpool_tools_rpath}")
+  install(TARGETS pinpool_info RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}" COMPONENT pinpool_Tools)
+endif()
 
 # --- CMake package: find_package(pinpool CONFIG) ----------------------------------------------
 install(EXPORT pinpoolTargets

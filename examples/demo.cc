@@ -6,6 +6,9 @@
 // lkey and rkey a work request needs. Otherwise it says why and uses the pin-only host domain
 // (mlock), which works everywhere. Huge pages are used when reserved (vm.nr_hugepages), else
 // transparent huge pages, else 4 KiB pages: the output says which.
+//
+// `pinpool_demo --json` does the same and prints only the pool's stats as JSON
+// (PoolStats::ToJson, fields in docs/pinpool-info.md), for tools and tests.
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -16,18 +19,26 @@
 #include "pinpool/pinpool.h"
 #include "pinpool/verbs.h"
 
-int main() {
-  std::printf("pinpool %s demo\n\n", PINPOOL_VERSION_STRING);
+int main(int argc, char** argv) {
+  const bool json = argc == 2 && std::strcmp(argv[1], "--json") == 0;
+  if (argc > 2 || (argc == 2 && !json)) {
+    std::fprintf(stderr, "usage: %s [--json]\n", argv[0]);
+    return 2;
+  }
+  // With --json the report for people goes nowhere and stdout carries the JSON alone.
+  std::FILE* text = json ? std::fopen("/dev/null", "w") : stdout;
+  if (text == nullptr) text = stderr;
+  std::fprintf(text, "pinpool %s demo\n\n", PINPOOL_VERSION_STRING);
   pinpool::PoolOptions options;
   absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs =
       pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
   if (verbs.ok()) {
-    std::printf("domain: %s (verbs, remote read/write; fork mode %s)\n", (*verbs)->name().c_str(),
-                pinpool::ForkModeName(pinpool::QueryForkMode()));
+    std::fprintf(text, "domain: %s (verbs, remote read/write; fork mode %s)\n",
+                 (*verbs)->name().c_str(), pinpool::ForkModeName(pinpool::QueryForkMode()));
     options.domains.push_back(*verbs);
   } else {
-    std::printf("domain: host (pin-only), because there is no usable RDMA device:\n  %s\n",
-                verbs.status().ToString().c_str());
+    std::fprintf(text, "domain: host (pin-only), because there is no usable RDMA device:\n  %s\n",
+                 verbs.status().ToString().c_str());
   }
 
   options.chunk_size = 8 * pinpool::kMiB;
@@ -40,8 +51,8 @@ int main() {
     return 1;
   }
 
-  std::printf("\n%-8s %-16s %-10s %-10s %-12s %-12s %s\n", "size", "address", "lkey", "rkey",
-              "domain", "offset", "chunk pages");
+  std::fprintf(text, "\n%-8s %-16s %-10s %-10s %-12s %-12s %s\n", "size", "address", "lkey", "rkey",
+               "domain", "offset", "chunk pages");
   std::vector<pinpool::Block> blocks;
   for (std::size_t size : {64ul, 4096ul, 65536ul, 1ul << 20}) {
     pinpool::Block b = (*pool)->Allocate(size);
@@ -57,18 +68,23 @@ int main() {
       std::snprintf(lkey, sizeof(lkey), "0x%x", pinpool::ToUnderlying(b.lkey()));
       std::snprintf(rkey, sizeof(rkey), "0x%x", pinpool::ToUnderlying(b.rkey()));
     }
-    std::printf("%-8zu %-16p %-10s %-10s %-12s %-12llu %s\n", b.size(), b.data(), lkey, rkey,
-                (*pool)->GetStats().domains[0].name.c_str(),
-                static_cast<unsigned long long>(b.offset()),
-                pinpool::PageSizeName(b.chunk().page_size));
+    std::fprintf(text, "%-8zu %-16p %-10s %-10s %-12s %-12llu %s\n", b.size(), b.data(), lkey, rkey,
+                 (*pool)->GetStats().domains[0].name.c_str(),
+                 static_cast<unsigned long long>(b.offset()),
+                 pinpool::PageSizeName(b.chunk().page_size));
     blocks.push_back(b);
   }
   auto* interior = static_cast<char*>(blocks[2].data()) + 1000;
   std::optional<pinpool::Location> where = (*pool)->Lookup(interior);
-  std::printf("\nlookup of an interior pointer %p: chunk %u, offset %llu\n", interior,
-              where->chunk().index, static_cast<unsigned long long>(where->offset()));
+  std::fprintf(text, "\nlookup of an interior pointer %p: chunk %u, offset %llu\n", interior,
+               where->chunk().index, static_cast<unsigned long long>(where->offset()));
 
-  std::printf("\nstats:\n%s", (*pool)->GetStats().ToString().c_str());
+  if (json) {
+    std::fputs((*pool)->GetStats().ToJson().c_str(), stdout);
+  } else {
+    std::printf("\nstats:\n%s", (*pool)->GetStats().ToString().c_str());
+  }
   for (auto& b : blocks) (*pool)->Deallocate(b);
+  if (text != stdout && text != stderr) std::fclose(text);
   return 0;
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package pinpool needs to build, test and benchmark.
+# Installs every Debian 12 package pinpool needs to build, test and benchmark (clang 14 and its
+# compiler-rt: the libFuzzer target and its sanitizer runtimes; gcc's sanitizers come with gcc).
 # Idempotent and quiet: does nothing (and needs no network) when all packages are present.
 set -euo pipefail
 
@@ -8,6 +9,8 @@ packages=(
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core ibverbs-utils
   libjemalloc-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev liburing-dev
   util-linux
+  clang-14 libclang-rt-14-dev python3
+  libmimalloc-dev libgoogle-perftools-dev libucx-dev libfabric-dev perftest gnuplot-nox
 )
 
 missing=()

@@ -2,13 +2,42 @@
 # The README's second command, and what CI runs: installs what pinpool needs (Debian 12),
 # builds it, and runs the whole test suite with ctest: unit, stress, linking, packaging,
 # examples, benchmarks as smoke tests, and the RDMA tests inside a soft-RoCE QEMU guest.
+# Then the sanitizer suites (CMakePresets.json; docs/robustness.md): the unit and stress tests
+# under ASan+UBSan and under TSan, and the libFuzzer target for a bounded time. Each builds the
+# library and tests only. PINPOOL_SANITIZERS=0 skips them; PINPOOL_FUZZ_SECONDS sets the fuzzing
+# time (default 60). Arguments go to the main ctest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PINPOOL_BUILD_DIR:-$root/build}
 "$root/scripts/setup-deps.sh"
 if [ -x "$root/scripts/setup-vm-deps.sh" ]; then "$root/scripts/setup-vm-deps.sh"; fi
 "$root/scripts/build.sh"
-cd "$build"
-# The set-up above installed QEMU: an RDMA test that cannot boot the guest is a failure, not a skip.
-export PINPOOL_REQUIRE_RDMA=1
-ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@"
+failed=()
+(
+  cd "$build"
+  # The set-up above installed QEMU: an RDMA test that cannot boot the guest is a failure, not a skip.
+  export PINPOOL_REQUIRE_RDMA=1
+  ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@"
+) || failed+=(main)
+
+if [ "${PINPOOL_SANITIZERS:-1}" != 0 ]; then
+  cd "$root"
+  for preset in asan tsan fuzz; do
+    start=$(date +%s)
+    echo "pinpool: === $preset: configure, build, test ===" >&2
+    extra=()
+    [ "$preset" = fuzz ] && extra=(-DPINPOOL_FUZZ_SECONDS="${PINPOOL_FUZZ_SECONDS:-60}")
+    if cmake --preset "$preset" "${extra[@]}" >/dev/null &&
+       cmake --build --preset "$preset" --parallel "$(nproc)" &&
+       ctest --preset "$preset" --timeout 900 -j "$(nproc)"; then
+      echo "pinpool: $preset passed in $(( $(date +%s) - start )) s" >&2
+    else
+      failed+=("$preset")
+    fi
+  done
+fi
+
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "pinpool: FAILED: ${failed[*]}" >&2
+  exit 1
+fi

@@ -12,8 +12,11 @@
 //
 // Errors: Create and Reserve return a Status saying which limit was hit and what to change. The
 // allocation path never throws: it returns an empty Block, and last_growth_error() says why.
-// Freeing an address outside the pool's chunks aborts with a message naming it. Double frees and
-// interior pointers inside the pool are not detected yet: they corrupt the pool.
+// Misuse that would corrupt the pool aborts with a message naming the pointer and the rule:
+// freeing an address outside the pool's chunks, a double free, a pointer that is not 16-byte
+// aligned (and, on frees by address, most other interior pointers). docs/robustness.md states
+// the policy for every misuse and exactly what is caught; PoolOptions::debug_checks catches the
+// rest, at the cost of the fast path.
 #ifndef PINPOOL_POOL_H_
 #define PINPOOL_POOL_H_
 
@@ -42,7 +45,9 @@ class Pool {
   // kUnavailable (required huge pages missing), or what a domain returned.
   static absl::StatusOr<std::unique_ptr<Pool>> Create(PoolOptions options);
 
-  // Deregisters and unmaps everything the pool created. Blocks still live become invalid.
+  // Deregisters and unmaps everything the pool created. Blocks still live become invalid (with
+  // PoolOptions::debug_checks, a warning on stderr counts them). Using the pool afterwards is
+  // undefined, like any destroyed object; while its memory is not reused, calls abort saying so.
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
@@ -54,12 +59,14 @@ class Pool {
   // The same with alignof(std::max_align_t) (16): the fastest path.
   Block Allocate(std::size_t size) noexcept;
 
-  // Frees a block from Allocate/Reallocate. An empty block is ignored.
+  // Frees a block from Allocate/Reallocate. An empty block is ignored. Aborts on a double free
+  // or a pointer that is not a block's start (see docs/robustness.md for what is caught).
   void Deallocate(const Block& block) noexcept;
   // Frees by address and the size it was allocated (or last reallocated) with: as fast as
-  // freeing the Block. Null is ignored.
+  // freeing the Block. Null is ignored; size 0 means unknown (as the next overload).
   void Deallocate(void* data, std::size_t size) noexcept;
-  // Frees by address alone (C-style; looks the size up). Null is ignored.
+  // Frees by address alone (C-style; looks the size up, and checks the address more closely
+  // than the sized free can afford to). Null is ignored.
   void Deallocate(void* data) noexcept;
 
   // Resizes in place when it can, else moves the contents to a new block (aligned to 16 bytes;
@@ -74,7 +81,8 @@ class Pool {
   // True when `address` lies in one of this pool's chunks.
   bool Contains(const void* address) const noexcept;
   // Bytes usable at `data`, a pointer Allocate returned (>= the size asked for). Aborts if
-  // `data` is outside the pool's chunks; 0 for null. Other addresses give a meaningless size.
+  // `data` is outside the pool's chunks, free, or not a block's start (as Deallocate(data)
+  // checks it); 0 for null.
   std::size_t UsableSize(const void* data) const noexcept;
 
   // Maps and registers chunks until at least `bytes` are mapped (setup-time growth).
@@ -92,15 +100,25 @@ class Pool {
   Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Heap> heap);
   Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;
   void DeallocateSlow(void* data, std::size_t size) noexcept;
+  // Aborts, naming `what`, if the pool has been destroyed (and its memory not yet reused).
+  void CheckAlive(const char* what) const noexcept;
+
+  static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
+  static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"
 
   std::unique_ptr<internal::Arena> arena_;
   std::unique_ptr<internal::Heap> heap_;
-  // A copy of the arena's chunk map beside the heap pointer, so the fast path reads one cache
-  // line of the Pool instead of chasing into the Arena.
+  // Copies of the heap's id and free-mark secret and of the arena's chunk map, so the fast path
+  // reads one cache line of the Pool instead of chasing into the Heap and the Arena. The
+  // destructor sets heap_id_ to a dead id and range_size_ to 0, so that a call through a
+  // dangling pointer takes the slow path, which checks alive_.
+  std::uint64_t heap_id_ = 0;
+  std::uint64_t secret_ = 0;
   std::uintptr_t range_base_ = 0;
   std::size_t range_size_ = 0;
   unsigned chunk_shift_ = 0;
   const void* chunk_table_ = nullptr;
+  std::uint64_t alive_ = kAlive;
 };
 
 }  // namespace pinpool

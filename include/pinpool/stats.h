@@ -1,10 +1,12 @@
 // PoolStats: a snapshot of what a pool holds, taken by Pool::GetStats() (takes the growth lock;
-// not for the fast path).
+// not for the fast path). A plain value: copy it, print it (ToString for people, ToJson for
+// tools), compare two of them.
 #ifndef PINPOOL_STATS_H_
 #define PINPOOL_STATS_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,8 +26,12 @@ struct DomainStats {
 struct ChunkStats {
   std::uintptr_t base = 0;
   std::size_t size = 0;
-  PageSize page_size = PageSize::k4K;
-  std::size_t huge_bytes = 0;
+  PageSize page_size = PageSize::k4K;  // what the kernel gave, read back from smaps
+  std::size_t huge_bytes = 0;          // bytes backed by huge pages
+  std::uint32_t index = 0;             // position in the pool's reserved range
+  // keys[d]: domain d's registration of this chunk (PoolStats::domains[d]); the fields its kind
+  // does not use are zero. Keys::handle is the domain's own object, not for printing.
+  std::vector<Keys> keys;
 };
 
 struct PoolStats {
@@ -45,8 +51,24 @@ struct PoolStats {
   std::vector<ChunkStats> chunks;
   std::vector<DomainStats> domains;
 
+  // Derived figures (computed from the fields above, nothing more is measured):
+  // RLIMIT_MEMLOCK headroom: the limit minus what is locked or pinned already, whichever is more
+  // (the kernel checks VmLck and VmPin against the limit separately); 0 when over it. nullopt
+  // when the limit does not apply: CAP_IPC_LOCK, or unlimited.
+  std::optional<std::size_t> memlock_headroom() const noexcept;
+  // Share of the heap's active pages that no block uses (size-class rounding, partly used runs):
+  // 1 - allocated/heap_active, in [0, 1]; 0 when nothing is active.
+  double heap_fragmentation() const noexcept;
+  // Bytes mapped (and registered) that are not in a block or a thread cache, and their share of
+  // what is mapped (0 when nothing is).
+  std::size_t mapped_unused_bytes() const noexcept;
+  double mapped_unused_fraction() const noexcept;
+
   // Multi-line, human-readable.
   std::string ToString() const;
+  // One JSON object with every field above and the derived figures, for tools. Field names are
+  // stable; docs/pinpool-info.md ("Pool stats") lists them.
+  std::string ToJson() const;
 };
 
 }  // namespace pinpool

@@ -75,20 +75,25 @@ Arena::Arena(PoolOptions options, os::Range range, std::size_t max_chunks)
       chunk_shift_(static_cast<unsigned>(std::countr_zero(options_.chunk_size))),
       max_chunks_(max_chunks),
       table_(new std::atomic<const ChunkInfo*>[max_chunks]),
+      carved_end_(new std::atomic<std::size_t>[max_chunks]),
       domain_counters_(options_.domains.size()) {
-  for (std::size_t i = 0; i < max_chunks_; ++i) table_[i].store(nullptr, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < max_chunks_; ++i) {
+    table_[i].store(nullptr, std::memory_order_relaxed);
+    carved_end_[i].store(0, std::memory_order_relaxed);
+  }
   chunks_.reserve(max_chunks_);
 }
 
 Arena::~Arena() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto it = chunks_.rbegin(); it != chunks_.rend(); ++it) {
     ChunkInfo& c = **it;
     table_[c.index].store(nullptr, std::memory_order_release);
     for (std::size_t d = c.domain_count; d-- > 0;) options_.domains[d]->Deregister(c.keys[d]);
   }
+  const std::size_t chunk_bytes = chunks_.size() * options_.chunk_size;
   chunks_.clear();
-  os::Release(range_);  // unmaps every chunk with the reservation
+  os::Release(range_, chunk_bytes);  // unmaps every chunk with the reservation
 }
 
 bool Arena::PinsMemory() const noexcept {
@@ -160,7 +165,7 @@ void* Arena::Carve(std::size_t size, std::size_t alignment) {
       alignment > options_.chunk_size) {
     return nullptr;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (std::size_t i = 0;; ++i) {
     if (i == chunks_.size()) {
       if (absl::Status s = GrowLocked(); !s.ok()) {
@@ -174,13 +179,14 @@ void* Arena::Carve(std::size_t size, std::size_t alignment) {
     const std::uintptr_t start = (c.base + carved_[i] + alignment - 1) & ~(alignment - 1);
     if (start <= end && size <= end - start) {
       carved_[i] = start + size - c.base;
+      carved_end_[i].store(carved_[i], std::memory_order_release);
       return reinterpret_cast<void*>(start);
     }
   }
 }
 
 absl::Status Arena::Reserve(std::size_t bytes) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (chunks_.size() * options_.chunk_size < bytes) {
     if (absl::Status s = GrowLocked(); !s.ok()) {
       ++growth_failures_;
@@ -192,13 +198,13 @@ absl::Status Arena::Reserve(std::size_t bytes) {
 }
 
 absl::Status Arena::last_growth_error() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return last_growth_error_;
 }
 
 void Arena::FillStats(PoolStats& s) const {
   const os::MemlockState memlock = os::QueryMemlock();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   s.reserved_bytes = range_.length;
   s.budget_bytes = max_chunks_ * options_.chunk_size;
   s.mapped_bytes = chunks_.size() * options_.chunk_size;
@@ -210,7 +216,10 @@ void Arena::FillStats(PoolStats& s) const {
   s.device_pinned_bytes = memlock.pinned;
   s.memlock_exempt = memlock.exempt;
   s.chunks.clear();
-  for (const auto& c : chunks_) s.chunks.push_back({c->base, c->size, c->page_size, c->huge_bytes});
+  for (const auto& c : chunks_) {
+    s.chunks.push_back({c->base, c->size, c->page_size, c->huge_bytes, c->index,
+                        std::vector<Keys>(c->keys, c->keys + c->domain_count)});
+  }
   s.domains.clear();
   for (std::size_t d = 0; d < options_.domains.size(); ++d) {
     const DomainCounters& dc = domain_counters_[d];

@@ -9,8 +9,8 @@
 // The heap asks for space with Carve(): first fit over the unused tails of the chunks, growing
 // when none fits. Carved space is never taken back, so it is always fresh (zero) memory.
 //
-// Thread safety: ChunkOf/SameChunk are lock-free and may race with growth. Carve, Reserve and the
-// stats take `mu_`. Published ChunkInfo records are immutable.
+// Thread safety: ChunkOf/SameChunk/Carved are lock-free and may race with growth. Carve, Reserve
+// and the stats take `mu_`. Published ChunkInfo records are immutable.
 #ifndef PINPOOL_ARENA_ARENA_H_
 #define PINPOOL_ARENA_ARENA_H_
 
@@ -23,11 +23,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "os/os.h"
 #include "pinpool/keys.h"
 #include "pinpool/options.h"
 #include "pinpool/stats.h"
+#include "util/mutex.h"
 
 namespace pinpool::internal {
 
@@ -55,6 +55,14 @@ class Arena {
   bool SameChunk(const void* a, const void* b) const noexcept {
     return ((reinterpret_cast<std::uintptr_t>(a) - base_) >> chunk_shift_) ==
            ((reinterpret_cast<std::uintptr_t>(b) - base_) >> chunk_shift_);
+  }
+
+  // True when `p` lies in space of its chunk that Carve has handed out (so jemalloc has an
+  // extent there). `p` must lie in a mapped chunk (ChunkOf(p) != null). Lock-free.
+  bool Carved(const void* p) const noexcept {
+    const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(p) - base_;
+    return (off & (options_.chunk_size - 1)) <
+           carved_end_[off >> chunk_shift_].load(std::memory_order_acquire);
   }
 
   // `size` bytes aligned to `alignment` inside one chunk, growing if needed; null when it cannot
@@ -91,8 +99,10 @@ class Arena {
   const unsigned chunk_shift_;
   const std::size_t max_chunks_;
   const std::unique_ptr<std::atomic<const ChunkInfo*>[]> table_;
+  // carved_ again, readable without the lock (written under it).
+  const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<ChunkInfo>> chunks_ ABSL_GUARDED_BY(mu_);
   std::vector<std::size_t> carved_ ABSL_GUARDED_BY(mu_);  // bytes used from the front of chunk i
   std::vector<DomainCounters> domain_counters_ ABSL_GUARDED_BY(mu_);

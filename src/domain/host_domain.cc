@@ -1,11 +1,8 @@
 // The pin-only host domain: mlock(2) keeps a chunk resident, so its physical pages do not move
 // while a device or the kernel reads them. No keys; Keys::base and length record the range.
 // Stateless, so one instance may serve any number of pools and threads.
-#include <sys/mman.h>
-
-#include <cerrno>
-
 #include "domain/memlock.h"
+#include "os/os.h"
 #include "pinpool/domain.h"
 
 namespace pinpool {
@@ -17,7 +14,9 @@ class HostDomain final : public Domain {
   std::string name() const override { return "host"; }
 
   absl::StatusOr<Keys> Register(void* base, std::size_t length) override {
-    if (::mlock(base, length) != 0) return internal::MemlockRefused("mlock", errno, length);
+    if (const int err = internal::os::Mlock(base, length); err != 0) {
+      return internal::MemlockRefused("mlock", err, length);
+    }
     Keys keys;
     keys.base = reinterpret_cast<std::uintptr_t>(base);
     keys.length = length;
@@ -25,7 +24,7 @@ class HostDomain final : public Domain {
   }
 
   void Deregister(const Keys& keys) noexcept override {
-    ::munlock(reinterpret_cast<void*>(keys.base), keys.length);
+    internal::os::Munlock(reinterpret_cast<void*>(keys.base), keys.length);
   }
 };
 

@@ -1,8 +1,13 @@
 #include "heap/heap.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -10,6 +15,7 @@
 
 #include "absl/strings/str_format.h"
 #include "heap/jemalloc.h"
+#include "util/bytes.h"
 #include "util/check.h"
 
 // Options for pinpool's private jemalloc only (the renamed copy reads pinpool_je_malloc_conf, and
@@ -32,7 +38,7 @@ namespace {
 // Live heaps by id, so that a thread's exit flushes its caches only into heaps still alive.
 // Lock order: registry, then a heap's mu_.
 struct Registry {
-  absl::Mutex mu;
+  Mutex mu;
   std::unordered_map<std::uint64_t, Heap*> heaps ABSL_GUARDED_BY(mu);
 };
 Registry& registry() {
@@ -58,6 +64,24 @@ struct ArenaConfig {  // jemalloc's arena_config_t (experimental.arenas_create_e
   bool metadata_use_hooks;
 };
 
+// jemalloc's inspect_extent_util_stats_t (experimental.utilization.batch_query, which takes no
+// lock; the single query takes the bin's).
+struct ExtentUtil {
+  std::size_t nfree;
+  std::size_t nregs;
+  std::size_t size;  // bytes of the extent; 0 when jemalloc has no extent at the address
+};
+
+// A heap's free-mark secret: random, never 0 (so zeroed memory never looks free).
+std::uint64_t NewSecret() {
+  std::uint64_t s = 0;
+  if (getrandom(&s, sizeof s, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof s)) {
+    s = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) *
+        0x9e3779b97f4a7c15u;
+  }
+  return s | 1;
+}
+
 }  // namespace
 
 // Every cache this thread created; at thread exit each goes back to its heap, if still alive.
@@ -68,14 +92,14 @@ struct ThreadCacheOwner {
   // Drops caches whose heap is gone (a thread that outlives many pools keeps no garbage).
   void Prune() {
     Registry& r = registry();
-    absl::MutexLock lock(&r.mu);
+    MutexLock lock(&r.mu);
     std::erase_if(caches, [&](const auto& c) { return !r.heaps.contains(c->heap_id); });
   }
 
   ~ThreadCacheOwner() {
     {
       Registry& r = registry();
-      absl::MutexLock lock(&r.mu);
+      MutexLock lock(&r.mu);
       for (auto& c : caches) {
         auto it = r.heaps.find(c->heap_id);
         if (it != r.heaps.end()) it->second->ReleaseCache(c.get());
@@ -120,18 +144,20 @@ struct Heap::Hooks {
   }
 };
 
-Heap::Heap(Arena* arena, std::uint64_t id)
+Heap::Heap(Arena* arena, std::uint64_t id, bool debug_checks)
     : hooks_(new HookTable{
           {&Hooks::Alloc, &Hooks::Dalloc, &Hooks::Destroy, &Hooks::Commit, &Hooks::Decommit,
            /*purge_lazy=*/nullptr, /*purge_forced=*/nullptr, &Hooks::Split, &Hooks::Merge},
           this}),
       arena_(arena),
-      id_(id) {
+      id_(id),
+      secret_(NewSecret()),
+      debug_(debug_checks) {
   static_assert(offsetof(HookTable, hooks) == 0, "jemalloc passes &hooks");
 }
 
-absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena) {
-  std::unique_ptr<Heap> heap(new Heap(arena, next_heap_id.fetch_add(1)));
+absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena, bool debug_checks) {
+  std::unique_ptr<Heap> heap(new Heap(arena, next_heap_id.fetch_add(1), debug_checks));
   ArenaConfig config{&heap->hooks_->hooks, /*metadata_use_hooks=*/false};
   unsigned index = 0;
   std::size_t len = sizeof index;
@@ -151,20 +177,34 @@ absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena) {
   const ssize_t never = -1;
   int err = WriteCtl(prefix + "dirty_decay_ms", never);
   if (err == 0) err = WriteCtl(prefix + "muzzy_decay_ms", never);
+  heap->query_miblen_ = 3;
+  if (err == 0) {
+    err = pinpool_je_mallctlnametomib("experimental.utilization.batch_query", heap->query_mib_,
+                                      &heap->query_miblen_);
+  }
   if (err != 0) {
     return absl::InternalError(
         absl::StrFormat("configuring jemalloc arena %u failed: %s", index, std::strerror(err)));
   }
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   r.heaps.emplace(heap->id_, heap.get());
   return heap;
 }
 
 Heap::~Heap() {
+  if (debug_) {
+    const auto [blocks, bytes] = LiveBlocks();
+    if (blocks != 0) {
+      std::fprintf(stderr,
+                   "pinpool: warning: a pool was destroyed with %zu live blocks (%s); they are "
+                   "invalid now (their memory is deregistered and unmapped)\n",
+                   blocks, FormatBytes(bytes).c_str());
+    }
+  }
   {
     Registry& r = registry();
-    absl::MutexLock lock(&r.mu);
+    MutexLock lock(&r.mu);
     r.heaps.erase(id_);
   }
   // Threads' caches of this heap are left to their threads (who free them without touching
@@ -193,7 +233,7 @@ ThreadCache& Heap::CacheSlow() noexcept {
       tls_cache_owner.Prune();
       tls_cache_owner.caches.push_back(std::make_unique<ThreadCache>(id_));
       cache = tls_cache_owner.caches.back().get();
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       caches_.push_back(cache);
     }
   }
@@ -206,31 +246,128 @@ ThreadCache& Heap::CacheSlow() noexcept {
   return *cache;
 }
 
-void* Heap::Allocate(std::size_t size, std::size_t alignment) noexcept {
-  if (alignment <= kMinCachedSize && size <= kMaxCachedSize && !tls_caches_gone) {
-    const unsigned c = SizeClass(size);
-    ThreadCache::Bin& bin = Cache().bins[c];
-    if (bin.top != bin.bottom) return *--bin.top;
-    return Refill(bin, c);
+void* Heap::Mallocx(std::size_t size, int flags) noexcept {
+  void* p = pinpool_je_mallocx(size, flags);
+  if (p == nullptr) return nullptr;
+  SetFirstWord(p, 0);  // it may carry the mark of an earlier life
+  if (debug_) {
+    MutexLock lock(&mu_);
+    live_[reinterpret_cast<std::uintptr_t>(p)] = size;
   }
-  return pinpool_je_mallocx(size, base_flags_ | MALLOCX_ALIGN(alignment));
+  return p;
 }
 
-void Heap::Free(void* p, std::size_t size) noexcept {
-  if (size == 0) size = UsableSize(p);
-  if (size <= kMaxCachedSize && !tls_caches_gone) {
+void Heap::Dallocx(void* p) noexcept {
+  if (debug_) {
+    MutexLock lock(&mu_);
+    live_.erase(reinterpret_cast<std::uintptr_t>(p));
+  }
+  pinpool_je_dallocx(p, base_flags_);
+}
+
+void* Heap::Allocate(std::size_t size, std::size_t alignment) noexcept {
+  if (alignment <= kMinCachedSize && size <= kMaxCachedSize && !tls_caches_gone && !debug_) {
+    const unsigned c = SizeClass(size);
+    ThreadCache::Bin& bin = Cache().bins[c];
+    void* p = bin.top != bin.bottom ? *--bin.top : Refill(bin, c);
+    if (p != nullptr) SetFirstWord(p, 0);
+    return p;
+  }
+  // Never below 16 bytes: every block is 16-byte aligned and holds the 8-byte free mark.
+  return Mallocx(std::max(size, kMinCachedSize), base_flags_ | MALLOCX_ALIGN(alignment));
+}
+
+std::size_t Heap::CheckBlock(const void* p, std::size_t size, const char* what) const noexcept {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  PINPOOL_CHECK(addr % kMinCachedSize == 0,
+                "%s(%p): not the start of a block: every block is 16-byte aligned (an interior "
+                "pointer?)",
+                what, p);
+  if (debug_) {
+    MutexLock lock(&mu_);
+    auto it = live_.find(addr);
+    PINPOOL_CHECK(it != live_.end(),
+                  "%s(%p): not a live block of this pool (an interior pointer, a double free, or "
+                  "memory never allocated) [debug_checks]",
+                  what, p);
+    const std::size_t usable = pinpool_je_sallocx(p, 0);
+    PINPOOL_CHECK(size <= usable,
+                  "%s(%p, %zu): the size is larger than the block (allocated with %zu bytes) "
+                  "[debug_checks]",
+                  what, p, size, it->second);
+    return usable;
+  }
+  PINPOOL_CHECK(arena_->Carved(p),
+                "%s(%p): not the start of a block: no block was ever handed out there", what, p);
+  // The mark first: a freed large block may have been merged into free space already.
+  PINPOOL_CHECK(FirstWord(p) != FreeMark(secret_, p),
+                "%s(%p): the block is free already (a double free, or a use after free)", what, p);
+  ExtentUtil util{};
+  std::size_t len = sizeof util;
+  const void* query = p;
+  const int err =
+      pinpool_je_mallctlbymib(query_mib_, query_miblen_, &util, &len, &query, sizeof query);
+  PINPOOL_CHECK(err == 0 && util.size != 0,
+                "%s(%p): not the start of a block: it lies inside a larger block or in free space",
+                what, p);
+  // A slab of small blocks, unless it is one large block (a large block's usable size is its
+  // extent less jemalloc's one-page pad; a one-region slab is all region).
+  const std::size_t usable = util.nregs > 1 ? util.size / util.nregs : pinpool_je_sallocx(p, 0);
+  if (util.nregs > 1 || usable == util.size) {
+    // Regions of one size class laid out from a page-aligned slab: a region starts at a
+    // multiple of the largest power of two dividing the class size (up to a page).
+    const std::size_t region = usable;
+    const std::size_t step =
+        std::min<std::size_t>(std::size_t{1} << std::countr_zero(region), std::size_t{4096});
+    PINPOOL_CHECK(addr % step == 0,
+                  "%s(%p): not the start of a block: blocks of %zu bytes here start at multiples "
+                  "of %zu (an interior pointer?)",
+                  what, p, region, step);
+  }
+  return usable;
+}
+
+void Heap::Free(void* p, std::size_t size, const char* what) noexcept {
+  PINPOOL_CHECK(reinterpret_cast<std::uintptr_t>(p) % kMinCachedSize == 0,
+                "%s(%p): not the start of a block: every block is 16-byte aligned (an interior "
+                "pointer?)",
+                what, p);
+  if (size == 0 || size > kMaxCachedSize || debug_) {
+    const std::size_t usable = CheckBlock(p, size, what);
+    if (size == 0) size = usable;
+  }
+  const std::uint64_t mark = FreeMark(secret_, p);
+  PINPOOL_CHECK(FirstWord(p) != mark,
+                "%s(%p): the block is free already (a double free, or a use after free)", what, p);
+  SetFirstWord(p, mark);
+  if (size <= kMaxCachedSize && !tls_caches_gone && !debug_) {
     ThreadCache::Bin& bin = Cache().bins[SizeClass(size)];
     if (bin.top == bin.limit) Flush(bin, bin.capacity() / 2);
     *bin.top++ = p;
     return;
   }
-  pinpool_je_dallocx(p, base_flags_);
+  Dallocx(p);
 }
 
 void* Heap::Reallocate(void* p, std::size_t size) noexcept {
   // Never below 16 bytes: jemalloc's 8-byte class is only 8-byte aligned, and a block of it
   // freed into the 16-byte bin would be handed out as 16 bytes (overlapping its neighbour).
-  return pinpool_je_rallocx(p, std::max(size, kMinCachedSize), base_flags_);
+  size = std::max(size, kMinCachedSize);
+  const std::size_t old_size = UsableSize(p);
+  // In place when jemalloc can. Otherwise move, freeing the old block through Free, so that it
+  // carries the free mark like any other free block (rallocx would free it unmarked).
+  if (pinpool_je_xallocx(p, size, 0, base_flags_) >= size) {
+    if (debug_) {
+      MutexLock lock(&mu_);
+      live_[reinterpret_cast<std::uintptr_t>(p)] = size;
+    }
+    return p;
+  }
+  void* q = Allocate(size, kMinCachedSize);
+  if (q == nullptr) return nullptr;
+  std::memcpy(q, p, std::min(old_size, size));
+  Free(p, old_size, "Reallocate");
+  return q;
 }
 
 std::size_t Heap::UsableSize(const void* p) const noexcept { return pinpool_je_sallocx(p, 0); }
@@ -241,6 +378,7 @@ void* Heap::Refill(ThreadCache::Bin& bin, unsigned c) noexcept {
   while (bin.count() < want) {
     void* p = pinpool_je_mallocx(size, base_flags_);
     if (p == nullptr) break;
+    SetFirstWord(p, FreeMark(secret_, p));  // free, in a cache
     *bin.top++ = p;
   }
   return bin.top == bin.bottom ? nullptr : *--bin.top;
@@ -254,12 +392,19 @@ void Heap::Flush(ThreadCache::Bin& bin, std::size_t n) noexcept {
 
 void Heap::ReleaseCache(ThreadCache* cache) noexcept {
   for (ThreadCache::Bin& bin : cache->bins) Flush(bin, bin.count());
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::erase(caches_, cache);
 }
 
+std::pair<std::size_t, std::size_t> Heap::LiveBlocks() const {
+  MutexLock lock(&mu_);
+  std::size_t bytes = 0;
+  for (const auto& [p, size] : live_) bytes += size;
+  return {live_.size(), bytes};
+}
+
 std::size_t Heap::ThreadCacheCount() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return caches_.size();
 }
 

@@ -14,9 +14,13 @@
 extern "C" {
 void* pinpool_je_mallocx(size_t size, int flags);
 void* pinpool_je_rallocx(void* ptr, size_t size, int flags);
+size_t pinpool_je_xallocx(void* ptr, size_t size, size_t extra, int flags);
 size_t pinpool_je_sallocx(const void* ptr, int flags);
 void pinpool_je_dallocx(void* ptr, int flags);
 int pinpool_je_mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen);
+int pinpool_je_mallctlnametomib(const char* name, size_t* mibp, size_t* miblenp);
+int pinpool_je_mallctlbymib(const size_t* mib, size_t miblen, void* oldp, size_t* oldlenp,
+                            void* newp, size_t newlen);
 }
 
 #endif  // PINPOOL_HEAP_JEMALLOC_H_

@@ -1,7 +1,8 @@
 // ThreadCache: one thread's stacks of free blocks of one heap, one stack per size class, so the
 // fast path is an array pop or push with no lock, no atomic and no call into jemalloc.
 //
-// Invariant: every block in bin c has usable size >= ClassSize(c) and is 16-byte aligned. A
+// Invariant: every block in bin c has usable size >= ClassSize(c), is 16-byte aligned, and
+// carries the heap's free mark in its first word (Heap::FreeMark) until it is handed out. A
 // block may sit in a bin smaller than its real size (a block freed with the size it was asked
 // for, but allocated with a larger alignment); that only wastes space, and jemalloc gets the
 // block back with an unsized free, which knows its real size.

@@ -41,7 +41,20 @@ constexpr const char* kAllowFallback = "allow fallback (PoolOptions::require_pag
 // madvise, counted; returns 0 or errno.
 int Madvise(void* at, std::size_t length, int advice) noexcept {
   counters().madvise.fetch_add(1, std::memory_order_relaxed);
+  if (advice == MADV_POPULATE_WRITE) {
+    if (const int injected = InjectedFault(Call::kPopulate, length); injected != 0) return injected;
+  }
   return ::madvise(at, length, advice) == 0 ? 0 : errno;
+}
+
+// mmap, counted and open to fault injection as `call` (an injected failure sets errno).
+void* Mmap(Call call, void* at, std::size_t length, int flags) noexcept {
+  counters().mmap.fetch_add(1, std::memory_order_relaxed);
+  if (const int injected = InjectedFault(call, length); injected != 0) {
+    errno = injected;
+    return MAP_FAILED;
+  }
+  return ::mmap(at, length, PROT_READ | PROT_WRITE, flags, -1, 0);
 }
 
 // Makes [at, at + length) a PROT_NONE reservation again, whatever is there now (a chunk, a
@@ -180,14 +193,16 @@ absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize si
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB |
                     (size == PageSize::k1G ? kMapHuge1G : kMapHuge2M) |
                     (populate ? MAP_POPULATE : 0);
-  counters().mmap.fetch_add(1, std::memory_order_relaxed);
-  void* fresh = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, flags, -1, 0);
+  void* fresh = Mmap(Call::kMapHugetlb, nullptr, length, flags);
   if (fresh == MAP_FAILED) return HugetlbUnavailable(size, length, errno);  // range untouched
   if (fresh != at) {
     counters().mmap.fetch_add(1, std::memory_order_relaxed);  // mremap counts as an mmap
-    void* moved = ::mremap(fresh, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, at);
+    const int injected = InjectedFault(Call::kMremap, length);
+    void* moved = injected != 0
+                      ? MAP_FAILED
+                      : ::mremap(fresh, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, at);
     if (moved == MAP_FAILED) {
-      const int err = errno;
+      const int err = injected != 0 ? injected : errno;
       counters().munmap.fetch_add(1, std::memory_order_relaxed);
       ::munmap(fresh, length);
       Rereserve(at, length);  // a failed MREMAP_FIXED may have unmapped the target already
@@ -198,8 +213,7 @@ absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize si
       }
       // Before Linux 5.16 hugetlb mappings cannot be mremapped: map in place. A failure here
       // opens a hole for an instant (closed by Rereserve), which the path above avoids.
-      counters().mmap.fetch_add(1, std::memory_order_relaxed);
-      if (::mmap(at, length, PROT_READ | PROT_WRITE, flags | MAP_FIXED, -1, 0) == MAP_FAILED) {
+      if (Mmap(Call::kMapHugetlb, at, length, flags | MAP_FIXED) == MAP_FAILED) {
         const int map_err = errno;
         Rereserve(at, length);
         return HugetlbUnavailable(size, length, map_err);
@@ -220,8 +234,7 @@ absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize si
 // need the same mmap.
 absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp, bool require,
                                          bool populate) {
-  counters().mmap.fetch_add(1, std::memory_order_relaxed);
-  if (::mmap(at, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+  if (Mmap(Call::kMapAnonymous, at, length, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED) ==
       MAP_FAILED) {
     const int err = errno;
     Rereserve(at, length);
@@ -261,8 +274,10 @@ absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp,
 
 }  // namespace
 
-absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
-                                     bool populate) {
+namespace {
+
+absl::StatusOr<MappedChunk> MapChunkImpl(void* at, std::size_t length, PageSize largest,
+                                         bool require, bool populate) {
   const auto addr = reinterpret_cast<std::uintptr_t>(at);
   if (at == nullptr || length == 0 || addr % kBasePage != 0 || length % kBasePage != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -293,6 +308,20 @@ absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize larg
   return absl::InternalError("no page size to try");  // unreachable: 4 KiB always fits
 }
 
-void UnmapChunk(void* at, std::size_t length) noexcept { Rereserve(at, length); }
+}  // namespace
+
+absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
+                                     bool populate) {
+  absl::StatusOr<MappedChunk> got = MapChunkImpl(at, length, largest, require, populate);
+  if (got.ok()) {
+    counters().chunk_bytes.fetch_add(static_cast<std::int64_t>(length), std::memory_order_relaxed);
+  }
+  return got;
+}
+
+void UnmapChunk(void* at, std::size_t length) noexcept {
+  counters().chunk_bytes.fetch_sub(static_cast<std::int64_t>(length), std::memory_order_relaxed);
+  Rereserve(at, length);
+}
 
 }  // namespace pinpool::internal::os

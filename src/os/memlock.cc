@@ -1,9 +1,12 @@
 // RLIMIT_MEMLOCK as it applies to this process: the soft limit, what is locked and pinned now
 // (VmLck, VmPin: the kernel checks each against the limit on its own), and
 // whether CAP_IPC_LOCK exempts the process from it. Read fresh on every call (limits and
-// capabilities can change at run time); thread-safe.
+// capabilities can change at run time); thread-safe. Also mlock itself, so that tests can make
+// it fail.
+#include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <string>
@@ -53,5 +56,13 @@ MemlockState QueryMemlock() noexcept {
   }
   return state;
 }
+
+int Mlock(void* at, std::size_t length) noexcept {
+  counters().mlock.fetch_add(1, std::memory_order_relaxed);
+  if (const int injected = InjectedFault(Call::kMlock, length); injected != 0) return injected;
+  return ::mlock(at, length) == 0 ? 0 : errno;
+}
+
+void Munlock(void* at, std::size_t length) noexcept { ::munlock(at, length); }
 
 }  // namespace pinpool::internal::os

@@ -19,13 +19,37 @@ namespace pinpool::internal::os {
 // The base page size on every platform pinpool supports (x86-64, arm64 with 4K pages).
 inline constexpr std::size_t kBasePage = std::size_t{4} << 10;
 
-// Calls this layer made into the kernel, for tests that prove the fast path makes none.
+// Calls this layer made into the kernel, for tests that prove the fast path makes none, and
+// what is mapped now, for tests that prove a failure leaves nothing behind.
 struct Counters {
   std::atomic<std::uint64_t> mmap{0};
   std::atomic<std::uint64_t> munmap{0};
   std::atomic<std::uint64_t> madvise{0};
+  std::atomic<std::uint64_t> mlock{0};
+  // Bytes of chunks mapped by MapChunk and not yet given back (UnmapChunk, or Release of the
+  // reservation holding them).
+  std::atomic<std::int64_t> chunk_bytes{0};
 };
 Counters& counters() noexcept;
+
+// Fault injection, for tests only. When a hook is set, every kernel call of this layer that can
+// fail for want of a resource asks it first: a non-zero return is taken as the errno of that
+// call, which then takes exactly the path a real failure would. Nothing in the library sets a
+// hook; unset, it costs one relaxed load per call, and none of these calls is on the
+// allocation fast path (they happen at creation and growth).
+enum class Call : std::uint8_t {
+  kReserve,       // mmap of an address-space reservation
+  kMapHugetlb,    // mmap of hugetlb pages (ENOMEM: the huge pages ran out)
+  kMremap,        // moving hugetlb pages over the reservation
+  kMapAnonymous,  // mmap of a THP or 4 KiB chunk (ENOMEM: no memory to commit)
+  kPopulate,      // madvise(MADV_POPULATE_WRITE) faulting a chunk in
+  kMlock,         // mlock of a chunk (host domain; EAGAIN/ENOMEM: RLIMIT_MEMLOCK)
+};
+using FaultHook = int (*)(Call call, std::size_t length);
+// Installs `hook` (null removes it); returns the previous one.
+FaultHook SetFaultHook(FaultHook hook) noexcept;
+// 0, or the errno the installed hook chose for this call.
+int InjectedFault(Call call, std::size_t length) noexcept;
 
 struct Range {
   void* base = nullptr;
@@ -35,8 +59,9 @@ struct Range {
 // Reserves `length` bytes of address space aligned to `alignment` (a power of two): PROT_NONE,
 // MAP_NORESERVE, so it costs no memory. kResourceExhausted if the address space is not there.
 absl::StatusOr<Range> Reserve(std::size_t length, std::size_t alignment);
-// Unmaps a whole reservation, including any chunks still mapped in it.
-void Release(Range range) noexcept;
+// Unmaps a whole reservation, including any chunks still mapped in it (`chunk_bytes` of them,
+// for the chunk_bytes counter).
+void Release(Range range, std::size_t chunk_bytes = 0) noexcept;
 
 struct MappedChunk {
   PageSize page_size = PageSize::k4K;  // verified from /proc/self/smaps
@@ -66,6 +91,10 @@ struct MemlockState {
   bool exempt = false;     // CAP_IPC_LOCK in the effective set: the limit does not apply
 };
 MemlockState QueryMemlock() noexcept;
+
+// mlock(2) / munlock(2), counted and open to fault injection: 0 or errno.
+int Mlock(void* at, std::size_t length) noexcept;
+void Munlock(void* at, std::size_t length) noexcept;
 
 // Reads a whole /proc or /sys file (they report size 0, so it reads to EOF). kNotFound when the
 // file does not exist (e.g. a huge page size the CPU lacks), kPermissionDenied without the right.

@@ -19,12 +19,20 @@
 namespace pinpool::internal::os {
 namespace {
 
+std::atomic<FaultHook> fault_hook{nullptr};
 
 }  // namespace
 
 Counters& counters() noexcept {
   static Counters counters;
   return counters;
+}
+
+FaultHook SetFaultHook(FaultHook hook) noexcept { return fault_hook.exchange(hook); }
+
+int InjectedFault(Call call, std::size_t length) noexcept {
+  const FaultHook hook = fault_hook.load(std::memory_order_relaxed);
+  return hook == nullptr ? 0 : hook(call, length);
 }
 
 absl::StatusOr<Range> Reserve(std::size_t length, std::size_t alignment) {
@@ -44,10 +52,12 @@ absl::StatusOr<Range> Reserve(std::size_t length, std::size_t alignment) {
   // mmap only promises page alignment: over-reserve by one alignment and trim both ends.
   const std::size_t padded = alignment > kBasePage ? length + alignment : length;
   counters().mmap.fetch_add(1, std::memory_order_relaxed);
-  void* raw =
-      ::mmap(nullptr, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const int injected = InjectedFault(Call::kReserve, padded);
+  void* raw = injected != 0 ? MAP_FAILED
+                            : ::mmap(nullptr, padded, PROT_NONE,
+                                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) {
-    const int err = errno;
+    const int err = injected != 0 ? injected : errno;
     return absl::ResourceExhaustedError(absl::StrFormat(
         "cannot reserve %s of address space aligned to %s: mmap: %s (check `ulimit -v` and "
         "vm.max_map_count, or use a smaller PoolOptions::budget)",
@@ -69,9 +79,11 @@ absl::StatusOr<Range> Reserve(std::size_t length, std::size_t alignment) {
   return Range{reinterpret_cast<void*>(base), length};
 }
 
-void Release(Range range) noexcept {
+void Release(Range range, std::size_t chunk_bytes) noexcept {
   if (range.base == nullptr || range.length == 0) return;
   counters().munmap.fetch_add(1, std::memory_order_relaxed);
+  counters().chunk_bytes.fetch_sub(static_cast<std::int64_t>(chunk_bytes),
+                                   std::memory_order_relaxed);
   PINPOOL_CHECK(::munmap(range.base, range.length) == 0, "munmap of reservation %p + %zu: %s",
                 range.base, range.length, std::strerror(errno));
 }

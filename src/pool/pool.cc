@@ -1,5 +1,6 @@
 // Pool: the public face over Arena (chunks, keys) and Heap (blocks). Checks arguments that are
-// cheap to check on the fast path and turns misuse into a clear abort rather than corruption.
+// cheap to check on the fast path and turns misuse into a clear abort rather than corruption
+// (docs/robustness.md has the policy for each misuse).
 #include "pinpool/pool.h"
 
 #include <utility>
@@ -18,7 +19,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Arena> arena,
                            internal::Arena::Create(std::move(options)));
   PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Heap> heap,
-                           internal::Heap::Create(arena.get()));
+                           internal::Heap::Create(arena.get(), arena->options().debug_checks));
   std::unique_ptr<Pool> pool(new Pool(std::move(arena), std::move(heap)));
   PINPOOL_RETURN_IF_ERROR(pool->Reserve(pool->options().initial_size));
   return pool;
@@ -27,6 +28,8 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
 Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Heap> heap)
     : arena_(std::move(arena)),
       heap_(std::move(heap)),
+      heap_id_(heap_->id()),
+      secret_(heap_->secret()),
       range_base_(arena_->range_base()),
       range_size_(arena_->range_size()),
       chunk_shift_(arena_->chunk_shift()),
@@ -41,20 +44,41 @@ const ChunkInfo* ChunkInRange(const void* table, std::uintptr_t base, unsigned s
   return t[(reinterpret_cast<std::uintptr_t>(p) - base) >> shift].load(std::memory_order_acquire);
 }
 
+// A store the compiler must not drop as dead, though the object is being destroyed.
+template <typename T>
+void StoreForLater(T& field, T value) {
+  *const_cast<volatile T*>(&field) = value;
+}
+
 }  // namespace
 
-// heap_ goes first (declared last): jemalloc lets go of the chunks before they are unmapped.
-Pool::~Pool() = default;
+// Marks the pool dead before anything goes: a later call through a dangling pointer then misses
+// the fast path (no heap id matches kDeadId, no address is in an empty range) and aborts on the
+// slow path's CheckAlive, as long as the Pool's own memory has not been reused. heap_ goes first:
+// jemalloc lets go of the chunks before they are unmapped.
+Pool::~Pool() {
+  StoreForLater(heap_id_, internal::Heap::kDeadId);
+  StoreForLater(range_size_, std::size_t{0});
+  StoreForLater(alive_, kDestroyed);
+  heap_.reset();
+  arena_.reset();
+}
+
+void Pool::CheckAlive(const char* what) const noexcept {
+  PINPOOL_CHECK(alive_ == kAlive,
+                "%s on pool %p after the pool was destroyed (a use after free of the Pool)", what,
+                static_cast<const void*>(this));
+}
 
 // The fast path below is call-free (so it saves no registers) and tail-calls the slow path for
 // everything else: first use by a thread, an empty or full bin, big or over-aligned blocks,
-// invalid arguments, null and foreign pointers.
+// invalid arguments, null and foreign pointers, double frees, a destroyed pool.
 Block Pool::Allocate(std::size_t size, std::size_t alignment) noexcept {
   if (__builtin_expect(size - 1 < internal::kMaxCachedSize &&
                            alignment - 1 < internal::kMinCachedSize &&
                            (alignment & (alignment - 1)) == 0,
                        1)) {
-    if (void* p = heap_->TryAllocateCached(size)) {
+    if (void* p = internal::Heap::TryAllocateCached(heap_id_, size)) {
       return Block(p, size, ChunkInRange(chunk_table_, range_base_, chunk_shift_, p));
     }
   }
@@ -63,7 +87,7 @@ Block Pool::Allocate(std::size_t size, std::size_t alignment) noexcept {
 
 Block Pool::Allocate(std::size_t size) noexcept {
   if (__builtin_expect(size - 1 < internal::kMaxCachedSize, 1)) {
-    if (void* p = heap_->TryAllocateCached(size)) {
+    if (void* p = internal::Heap::TryAllocateCached(heap_id_, size)) {
       return Block(p, size, ChunkInRange(chunk_table_, range_base_, chunk_shift_, p));
     }
   }
@@ -71,6 +95,7 @@ Block Pool::Allocate(std::size_t size) noexcept {
 }
 
 Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
+  CheckAlive("Allocate");
   if (size == 0 || size > max_block_size() || !IsPowerOfTwo(alignment) ||
       alignment > arena_->chunk_size()) {
     return {};
@@ -85,14 +110,14 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
 void Pool::Deallocate(const Block& block) noexcept { Deallocate(block.data(), block.size()); }
 
 void Pool::Deallocate(void* data, std::size_t size) noexcept {
-  // The fast path's check: 16-byte aligned and in a mapped chunk of this pool (one load, like
-  // Allocate's). What passes but is not a live block (a double free, an interior pointer) is not
-  // detected yet.
+  // The fast path's checks: 16-byte aligned, in a mapped chunk of this pool (one load, like
+  // Allocate's), and not already free (the free mark, in TryFreeCached). What fails any of them
+  // goes to the slow path, which aborts naming the rule.
   const auto p = reinterpret_cast<std::uintptr_t>(data);
   if (__builtin_expect(size - 1 < internal::kMaxCachedSize && (p & 15) == 0 &&
                            p - range_base_ < range_size_ &&
                            ChunkInRange(chunk_table_, range_base_, chunk_shift_, data) != nullptr &&
-                           heap_->TryFreeCached(data, size),
+                           internal::Heap::TryFreeCached(heap_id_, secret_, data, size),
                        1)) {
     return;
   }
@@ -103,8 +128,9 @@ void Pool::Deallocate(void* data) noexcept { DeallocateSlow(data, 0); }
 
 void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
   if (data == nullptr) return;
+  CheckAlive("Deallocate");
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Deallocate(%p): not memory of this pool", data);
-  heap_->Free(data, size);
+  heap_->Free(data, size, "Deallocate");
 }
 
 Block Pool::Reallocate(const Block& block, std::size_t new_size) noexcept {
@@ -113,34 +139,45 @@ Block Pool::Reallocate(const Block& block, std::size_t new_size) noexcept {
 
 Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
   if (data == nullptr) return Allocate(new_size);
-  if (new_size == 0 || new_size > max_block_size()) return {};
+  CheckAlive("Reallocate");
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Reallocate(%p): not memory of this pool", data);
+  heap_->CheckBlock(data, 0, "Reallocate");
+  if (new_size == 0 || new_size > max_block_size()) return {};
   void* p = heap_->Reallocate(data, new_size);
   if (p == nullptr) return {};
   return Block(p, new_size, arena_->ChunkOf(p));
 }
 
 std::optional<Location> Pool::Lookup(const void* address) const noexcept {
-  const ChunkInfo* chunk = arena_->ChunkOf(address);
-  if (chunk == nullptr) return std::nullopt;
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  const ChunkInfo* chunk = a - range_base_ < range_size_
+                               ? ChunkInRange(chunk_table_, range_base_, chunk_shift_, address)
+                               : nullptr;
+  if (chunk == nullptr) {
+    CheckAlive("Lookup");
+    return std::nullopt;
+  }
   return Location(const_cast<void*>(address), chunk);
 }
 
-bool Pool::Contains(const void* address) const noexcept {
-  return arena_->ChunkOf(address) != nullptr;
-}
+bool Pool::Contains(const void* address) const noexcept { return Lookup(address).has_value(); }
 
 std::size_t Pool::UsableSize(const void* data) const noexcept {
   if (data == nullptr) return 0;
+  CheckAlive("UsableSize");
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "UsableSize(%p): not memory of this pool", data);
-  return heap_->UsableSize(data);
+  return heap_->CheckBlock(data, 0, "UsableSize");
 }
 
-absl::Status Pool::Reserve(std::size_t bytes) { return arena_->Reserve(bytes); }
+absl::Status Pool::Reserve(std::size_t bytes) {
+  CheckAlive("Reserve");
+  return arena_->Reserve(bytes);
+}
 
 absl::Status Pool::last_growth_error() const { return arena_->last_growth_error(); }
 
 PoolStats Pool::GetStats() const {
+  CheckAlive("GetStats");
   PoolStats stats;
   arena_->FillStats(stats);
   const internal::Heap::ByteCounts counts = heap_->Counts();

@@ -1,14 +1,66 @@
-// PoolStats::ToString: the human-readable form the demo and tools print.
+// PoolStats: the figures derived from a snapshot, and its two printed forms: ToString for people
+// (the demo, pinpool-info --try) and ToJson for tools. Both print every field; the JSON field
+// names are a stable interface documented in docs/pinpool-info.md ("Pool stats").
+// Pure functions of the snapshot; thread-safe.
 #include "pinpool/stats.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "absl/strings/str_format.h"
+#include "pool/json.h"
+#include "pool/stats_json.h"
 #include "util/bytes.h"
 
 namespace pinpool {
 
 using internal::FormatBytes;
+
+namespace {
+
+// `part` of `whole` as a share in [0, 1]; 0 when `whole` is 0.
+double Share(std::size_t part, std::size_t whole) {
+  if (whole == 0) return 0;
+  return static_cast<double>(std::min(part, whole)) / static_cast<double>(whole);
+}
+
+// The key text of one chunk's registration with a domain of `kind`: only the keys that kind
+// uses (the host domain has none), so that no zero reads like a real key.
+std::string KeysText(DomainKind kind, const Keys& k) {
+  switch (kind) {
+    case DomainKind::kHost:
+      return "pinned";
+    case DomainKind::kVerbs:
+      return absl::StrFormat("lkey %#x rkey %#x", ToUnderlying(k.lkey), ToUnderlying(k.rkey));
+    case DomainKind::kIoUring:
+      return absl::StrFormat("buffer %d", ToUnderlying(k.buffer_index));
+    case DomainKind::kCustom:
+      break;
+  }
+  return absl::StrFormat("lkey %#x rkey %#x buffer %d", ToUnderlying(k.lkey), ToUnderlying(k.rkey),
+                         ToUnderlying(k.buffer_index));
+}
+
+}  // namespace
+
+std::optional<std::size_t> PoolStats::memlock_headroom() const noexcept {
+  if (memlock_exempt || memlock_limit == SIZE_MAX) return std::nullopt;
+  const std::size_t used = std::max(locked_bytes, device_pinned_bytes);
+  return used >= memlock_limit ? 0 : memlock_limit - used;
+}
+
+double PoolStats::heap_fragmentation() const noexcept {
+  return heap_active_bytes == 0 ? 0 : 1 - Share(allocated_bytes, heap_active_bytes);
+}
+
+std::size_t PoolStats::mapped_unused_bytes() const noexcept {
+  return mapped_bytes > allocated_bytes ? mapped_bytes - allocated_bytes : 0;
+}
+
+double PoolStats::mapped_unused_fraction() const noexcept {
+  return Share(mapped_unused_bytes(), mapped_bytes);
+}
 
 std::string PoolStats::ToString() const {
   std::string out = absl::StrFormat(
@@ -21,9 +73,26 @@ std::string PoolStats::ToString() const {
       FormatBytes(heap_active_bytes), thread_caches, growths, growth_failures,
       FormatBytes(memlock_limit), FormatBytes(locked_bytes), FormatBytes(device_pinned_bytes),
       memlock_exempt ? " (CAP_IPC_LOCK: limit does not apply)" : "");
+  if (const std::optional<std::size_t> headroom = memlock_headroom()) {
+    absl::StrAppendFormat(&out, "memlock headroom %s (more can be pinned before the limit)\n",
+                          FormatBytes(*headroom));
+  } else {
+    absl::StrAppendFormat(&out, "memlock headroom: no limit (%s)\n",
+                          memlock_exempt ? "CAP_IPC_LOCK" : "RLIMIT_MEMLOCK unlimited");
+  }
+  absl::StrAppendFormat(&out,
+                        "fragmentation: %.1f%% of active heap pages unused; %s of %s mapped not "
+                        "in blocks (%.1f%%)\n",
+                        heap_fragmentation() * 100, FormatBytes(mapped_unused_bytes()),
+                        FormatBytes(mapped_bytes), mapped_unused_fraction() * 100);
   for (const ChunkStats& c : chunks) {
-    absl::StrAppendFormat(&out, "  chunk %#x %s, %s pages, %s huge\n", c.base, FormatBytes(c.size),
-                          PageSizeName(c.page_size), FormatBytes(c.huge_bytes));
+    absl::StrAppendFormat(&out, "  chunk %d at %#x: %s, %s pages, %s huge", c.index, c.base,
+                          FormatBytes(c.size), PageSizeName(c.page_size),
+                          FormatBytes(c.huge_bytes));
+    for (std::size_t d = 0; d < c.keys.size() && d < domains.size(); ++d) {
+      absl::StrAppendFormat(&out, "; %s %s", domains[d].name, KeysText(domains[d].kind, c.keys[d]));
+    }
+    out.push_back('\n');
   }
   for (const DomainStats& d : domains) {
     absl::StrAppendFormat(
@@ -34,4 +103,92 @@ std::string PoolStats::ToString() const {
   return out;
 }
 
+std::string PoolStats::ToJson() const {
+  internal::JsonWriter json;
+  internal::WriteStatsJson(*this, json);
+  return std::move(json).Take();
+}
+
+namespace internal {
+
+void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
+  const auto limit = [](std::size_t bytes) -> std::optional<std::uint64_t> {
+    if (bytes == SIZE_MAX) return std::nullopt;  // unlimited
+    return bytes;
+  };
+  const std::optional<std::size_t> headroom = s.memlock_headroom();
+  json.BeginObject()
+      .Field("reserved_bytes", s.reserved_bytes)
+      .Field("mapped_bytes", s.mapped_bytes)
+      .Field("pinned_bytes", s.pinned_bytes)
+      .Field("budget_bytes", s.budget_bytes)
+      .Field("allocated_bytes", s.allocated_bytes)
+      .Field("heap_active_bytes", s.heap_active_bytes)
+      .Field("thread_caches", s.thread_caches)
+      .Field("growths", s.growths)
+      .Field("growth_failures", s.growth_failures)
+      .Field("memlock_limit", limit(s.memlock_limit))
+      .Field("locked_bytes", s.locked_bytes)
+      .Field("device_pinned_bytes", s.device_pinned_bytes)
+      .Field("memlock_exempt", s.memlock_exempt)
+      .Field("memlock_headroom", headroom ? std::optional<std::uint64_t>(*headroom) : std::nullopt)
+      .Field("heap_fragmentation", s.heap_fragmentation())
+      .Field("mapped_unused_bytes", s.mapped_unused_bytes())
+      .Field("mapped_unused_fraction", s.mapped_unused_fraction());
+
+  json.Key("chunks").BeginArray();
+  for (const ChunkStats& c : s.chunks) {
+    json.BeginObject()
+        .Field("index", c.index)
+        .Field("base", std::uint64_t{c.base})
+        .Field("size", c.size)
+        .Field("page_size", PageSizeName(c.page_size))
+        .Field("huge_bytes", c.huge_bytes);
+    json.Key("registrations").BeginArray();
+    for (std::size_t d = 0; d < c.keys.size(); ++d) {
+      const Keys& k = c.keys[d];
+      const DomainKind kind = d < s.domains.size() ? s.domains[d].kind : DomainKind::kCustom;
+      const bool rdma = kind == DomainKind::kVerbs || kind == DomainKind::kCustom;
+      const bool ring = kind == DomainKind::kIoUring || kind == DomainKind::kCustom;
+      const auto key = [](bool applies, std::uint32_t v) -> std::optional<std::uint64_t> {
+        if (!applies) return std::nullopt;
+        return v;
+      };
+      json.BeginObject()
+          .Field("domain", std::uint64_t{d})
+          .Field("base", std::uint64_t{k.base})
+          .Field("length", k.length)
+          .Field("lkey", key(rdma, ToUnderlying(k.lkey)))
+          .Field("rkey", key(rdma, ToUnderlying(k.rkey)))
+          .Field("buffer_index", key(ring, ToUnderlying(k.buffer_index)))
+          .EndObject();
+    }
+    json.EndArray().EndObject();
+  }
+  json.EndArray();
+
+  json.Key("domains").BeginArray();
+  for (std::size_t i = 0; i < s.domains.size(); ++i) {
+    const DomainStats& d = s.domains[i];
+    json.BeginObject()
+        .Field("index", std::uint64_t{i})
+        .Field("name", d.name)
+        .Field("kind", DomainKindName(d.kind))
+        .Field("registrations", d.registrations)
+        .Field("registered_bytes", d.registered_bytes)
+        .Field("register_seconds", d.register_seconds)
+        .Field("max_register_seconds", d.max_register_seconds)
+        .Key("mean_register_seconds");
+    if (d.registrations == 0) {
+      json.Null();
+    } else {
+      json.Double(d.register_seconds / static_cast<double>(d.registrations));
+    }
+    json.EndObject();
+  }
+  json.EndArray();
+  json.EndObject();
+}
+
+}  // namespace internal
 }  // namespace pinpool

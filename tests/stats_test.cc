@@ -1,0 +1,253 @@
+// PoolStats: the derived figures (memlock headroom, fragmentation) and the two printed forms.
+// ToJson must parse, carry every field with the value the struct holds, give each chunk the keys
+// its domains really returned (checked against a counting fake domain), and say null where a
+// limit does not apply or a key does not exist for the domain's kind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pinpool/pool.h"
+#include "support/counting_domain.h"
+#include "support/json_parse.h"
+
+namespace pinpool {
+namespace {
+
+using testing::CountingDomain;
+using ::testing::HasSubstr;
+using testing::JsonValue;
+using testing::ParseJson;
+
+JsonValue Parsed(const std::string& text) {
+  std::string error;
+  std::optional<JsonValue> v = ParseJson(text, &error);
+  EXPECT_TRUE(v.has_value()) << error << " in:\n" << text;
+  return v.value_or(JsonValue{});
+}
+
+// `v[key]` is present and holds exactly `expected`.
+void ExpectUint(const JsonValue& v, const char* key, std::uint64_t expected) {
+  ASSERT_TRUE(v.Has(key)) << "missing field " << key;
+  EXPECT_EQ(v[key].Uint(), expected) << key << " is " << v[key].text;
+}
+
+TEST(StatsJsonTest, ParsesAndHoldsEveryFieldOfARealPool) {
+  auto plain = std::make_shared<CountingDomain>("fake-a");
+  auto pinning = std::make_shared<CountingDomain>("fake-b", /*pins=*/true);
+  PoolOptions o;
+  o.chunk_size = 2 * kMiB;
+  o.budget = 8 * kMiB;
+  o.initial_size = 4 * kMiB;
+  o.page_size = PageSize::k4K;
+  o.domains = {plain, pinning};
+  auto pool = Pool::Create(o).value();
+  std::vector<Block> blocks;
+  for (int i = 0; i < 10; ++i) blocks.push_back(pool->Allocate(1000));
+  blocks.push_back(pool->Allocate(1 * kMiB));
+  for (const Block& b : blocks) ASSERT_TRUE(b);
+
+  const PoolStats s = pool->GetStats();
+  const JsonValue v = Parsed(s.ToJson());
+  ASSERT_EQ(v.type, JsonValue::Type::kObject);
+
+  // Against the pool as configured...
+  EXPECT_EQ(v["mapped_bytes"].Uint(), 4 * kMiB);
+  EXPECT_EQ(v["budget_bytes"].Uint(), 8 * kMiB);
+  EXPECT_EQ(v["pinned_bytes"].Uint(), 4 * kMiB);  // fake-b pins
+  EXPECT_EQ(v["growths"].Uint(), 2u);
+  EXPECT_EQ(v["growth_failures"].Uint(), 0u);
+  EXPECT_GE(*v["allocated_bytes"].Uint(), 10 * 1000 + kMiB);
+  EXPECT_GE(*v["thread_caches"].Uint(), 1u);
+  // ...and field by field against the snapshot it was printed from.
+  ExpectUint(v, "reserved_bytes", s.reserved_bytes);
+  ExpectUint(v, "allocated_bytes", s.allocated_bytes);
+  ExpectUint(v, "heap_active_bytes", s.heap_active_bytes);
+  ExpectUint(v, "thread_caches", s.thread_caches);
+  ExpectUint(v, "locked_bytes", s.locked_bytes);
+  ExpectUint(v, "device_pinned_bytes", s.device_pinned_bytes);
+  ASSERT_TRUE(v.Has("memlock_exempt"));
+  EXPECT_EQ(v["memlock_exempt"].boolean, s.memlock_exempt);
+  ASSERT_TRUE(v.Has("memlock_limit"));
+  if (s.memlock_limit == SIZE_MAX) {
+    EXPECT_TRUE(v["memlock_limit"].is_null());
+  } else {
+    ExpectUint(v, "memlock_limit", s.memlock_limit);
+  }
+  ASSERT_TRUE(v.Has("memlock_headroom"));
+  if (s.memlock_headroom()) {
+    ExpectUint(v, "memlock_headroom", *s.memlock_headroom());
+  } else {
+    EXPECT_TRUE(v["memlock_headroom"].is_null());
+  }
+  EXPECT_DOUBLE_EQ(v["heap_fragmentation"].Number(), s.heap_fragmentation());
+  EXPECT_DOUBLE_EQ(v["heap_fragmentation"].Number(),
+                   1 - static_cast<double>(s.allocated_bytes) / s.heap_active_bytes);
+  ExpectUint(v, "mapped_unused_bytes", s.mapped_bytes - s.allocated_bytes);
+  EXPECT_DOUBLE_EQ(v["mapped_unused_fraction"].Number(),
+                   static_cast<double>(s.mapped_bytes - s.allocated_bytes) / s.mapped_bytes);
+
+  ASSERT_EQ(v["chunks"].array.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const JsonValue& c = v["chunks"][i];
+    ExpectUint(c, "index", s.chunks[i].index);
+    ExpectUint(c, "base", s.chunks[i].base);
+    ExpectUint(c, "size", 2 * kMiB);
+    EXPECT_EQ(c["page_size"].text, "4K");
+    ExpectUint(c, "huge_bytes", 0);
+  }
+
+  ASSERT_EQ(v["domains"].array.size(), 2u);
+  const char* names[] = {"fake-a", "fake-b"};
+  for (std::size_t d = 0; d < 2; ++d) {
+    const JsonValue& j = v["domains"][d];
+    ExpectUint(j, "index", d);
+    EXPECT_EQ(j["name"].text, names[d]);
+    EXPECT_EQ(j["kind"].text, "custom");
+    ExpectUint(j, "registrations", 2);
+    ExpectUint(j, "registered_bytes", 4 * kMiB);
+    EXPECT_DOUBLE_EQ(j["register_seconds"].Number(), s.domains[d].register_seconds);
+    EXPECT_DOUBLE_EQ(j["max_register_seconds"].Number(), s.domains[d].max_register_seconds);
+    EXPECT_GT(j["max_register_seconds"].Number(), 0);
+    EXPECT_DOUBLE_EQ(j["mean_register_seconds"].Number(), s.domains[d].register_seconds / 2);
+  }
+  for (const Block& b : blocks) pool->Deallocate(b);
+}
+
+TEST(StatsJsonTest, EachChunkCarriesTheKeysItsDomainsReturned) {
+  auto a = std::make_shared<CountingDomain>("fake-a");
+  auto b = std::make_shared<CountingDomain>("fake-b");
+  PoolOptions o;
+  o.chunk_size = 2 * kMiB;
+  o.budget = 8 * kMiB;
+  o.initial_size = 6 * kMiB;
+  o.page_size = PageSize::k4K;
+  o.domains = {a, b};
+  auto pool = Pool::Create(o).value();
+  const PoolStats s = pool->GetStats();
+  const JsonValue v = Parsed(s.ToJson());
+  ASSERT_EQ(v["chunks"].array.size(), 3u);
+  const std::shared_ptr<CountingDomain> domains[] = {a, b};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const JsonValue& chunk = v["chunks"][i];
+    const std::uint64_t base = *chunk["base"].Uint();
+    ASSERT_EQ(s.chunks[i].keys.size(), 2u);
+    ASSERT_EQ(chunk["registrations"].array.size(), 2u);
+    for (std::size_t d = 0; d < 2; ++d) {
+      Keys real;
+      ASSERT_TRUE(domains[d]->KeysFor(base, &real)) << "chunk " << i << " not in domain " << d;
+      const JsonValue& r = chunk["registrations"][d];
+      ExpectUint(r, "domain", d);
+      ExpectUint(r, "base", real.base);
+      ExpectUint(r, "length", real.length);
+      // A custom domain's keys may be any of them: all three are printed.
+      ExpectUint(r, "lkey", ToUnderlying(real.lkey));
+      ExpectUint(r, "rkey", ToUnderlying(real.rkey));
+      ExpectUint(r, "buffer_index", ToUnderlying(real.buffer_index));
+    }
+  }
+}
+
+// Hand-made stats: the kinds of domain and the limits the machine running the test may not have.
+PoolStats MadeUp() {
+  PoolStats s;
+  s.mapped_bytes = 8 * kMiB;
+  s.allocated_bytes = 3 * kMiB;
+  s.heap_active_bytes = 4 * kMiB;
+  s.memlock_limit = 8 * kMiB;
+  s.locked_bytes = 1 * kMiB;
+  s.device_pinned_bytes = 3 * kMiB;
+  s.domains = {{"host", DomainKind::kHost, 1, 2 * kMiB, 0.001, 0.001},
+               {"rxe0/pd0", DomainKind::kVerbs, 1, 2 * kMiB, 0.002, 0.002},
+               {"io_uring/fd3", DomainKind::kIoUring, 0, 0, 0, 0}};
+  ChunkStats c;
+  c.base = 0x7f0000000000;
+  c.size = 2 * kMiB;
+  c.page_size = PageSize::k2M;
+  c.huge_bytes = 2 * kMiB;
+  Keys host, verbs, ring;
+  verbs.lkey = LKey{0x1234};
+  verbs.rkey = RKey{0x5678};
+  ring.buffer_index = BufferIndex{7};
+  c.keys = {host, verbs, ring};
+  s.chunks = {c};
+  return s;
+}
+
+TEST(StatsDerivedTest, MemlockHeadroomIsLimitMinusTheFullerOfLockedAndPinned) {
+  PoolStats s = MadeUp();
+  EXPECT_EQ(s.memlock_headroom(), 5 * kMiB);  // 8 - max(1, 3)
+  s.locked_bytes = 6 * kMiB;
+  EXPECT_EQ(s.memlock_headroom(), 2 * kMiB);
+  s.device_pinned_bytes = 9 * kMiB;
+  EXPECT_EQ(s.memlock_headroom(), 0u) << "over the limit is no headroom, not a wrap-around";
+  s.memlock_exempt = true;
+  EXPECT_EQ(s.memlock_headroom(), std::nullopt);
+  s.memlock_exempt = false;
+  s.memlock_limit = SIZE_MAX;
+  EXPECT_EQ(s.memlock_headroom(), std::nullopt);
+  const JsonValue v = Parsed(s.ToJson());
+  EXPECT_TRUE(v["memlock_limit"].is_null()) << "unlimited must be null, not SIZE_MAX";
+  EXPECT_TRUE(v["memlock_headroom"].is_null());
+  EXPECT_EQ(Parsed(MadeUp().ToJson())["memlock_headroom"].Uint(), 5 * kMiB);
+}
+
+TEST(StatsDerivedTest, FragmentationOfTheHeapAndOfWhatIsMapped) {
+  PoolStats s = MadeUp();
+  EXPECT_DOUBLE_EQ(s.heap_fragmentation(), 0.25);  // 3 MiB of 4 MiB active in blocks
+  EXPECT_EQ(s.mapped_unused_bytes(), 5 * kMiB);
+  EXPECT_DOUBLE_EQ(s.mapped_unused_fraction(), 5.0 / 8);
+  s.heap_active_bytes = 0;
+  s.allocated_bytes = 0;
+  s.mapped_bytes = 0;
+  EXPECT_EQ(s.heap_fragmentation(), 0);
+  EXPECT_EQ(s.mapped_unused_fraction(), 0);
+  s.allocated_bytes = 2 * kMiB;  // more than active (a racy snapshot): never negative
+  s.heap_active_bytes = 1 * kMiB;
+  EXPECT_EQ(s.heap_fragmentation(), 0);
+  EXPECT_EQ(s.mapped_unused_bytes(), 0u);
+}
+
+TEST(StatsJsonTest, KeysAreNullWhereTheDomainKindHasNone) {
+  const JsonValue v = Parsed(MadeUp().ToJson());
+  const JsonValue& regs = v["chunks"][0]["registrations"];
+  ASSERT_EQ(regs.array.size(), 3u);
+  for (const char* key : {"lkey", "rkey", "buffer_index"}) {
+    EXPECT_TRUE(regs[0].Has(key));
+    EXPECT_TRUE(regs[0][key].is_null()) << "the host domain has no " << key;
+  }
+  EXPECT_EQ(regs[1]["lkey"].Uint(), 0x1234u);
+  EXPECT_EQ(regs[1]["rkey"].Uint(), 0x5678u);
+  EXPECT_TRUE(regs[1]["buffer_index"].is_null());
+  EXPECT_TRUE(regs[2]["lkey"].is_null());
+  EXPECT_EQ(regs[2]["buffer_index"].Uint(), 7u);
+  EXPECT_EQ(v["chunks"][0]["page_size"].text, "2M");
+  EXPECT_EQ(v["domains"][1]["kind"].text, "verbs");
+  EXPECT_EQ(v["domains"][2]["kind"].text, "io_uring");
+  EXPECT_TRUE(v["domains"][2]["mean_register_seconds"].is_null()) << "no registration, no mean";
+}
+
+TEST(StatsJsonTest, EmptyStatsAreValidJson) {
+  const JsonValue v = Parsed(PoolStats{}.ToJson());
+  EXPECT_TRUE(v["chunks"].array.empty());
+  EXPECT_TRUE(v["domains"].array.empty());
+  EXPECT_EQ(v["heap_fragmentation"].Number(), 0);
+}
+
+TEST(StatsStringTest, SaysHeadroomFragmentationAndEachChunksKeys) {
+  const std::string text = MadeUp().ToString();
+  EXPECT_THAT(text, HasSubstr("memlock headroom 5 MiB"));
+  EXPECT_THAT(text, HasSubstr("fragmentation: 25.0% of active heap pages unused; 5 MiB of 8 MiB "
+                              "mapped not in blocks (62.5%)"));
+  EXPECT_THAT(text, HasSubstr("rxe0/pd0 lkey 0x1234 rkey 0x5678"));
+  EXPECT_THAT(text, HasSubstr("io_uring/fd3 buffer 7"));
+  PoolStats exempt = MadeUp();
+  exempt.memlock_exempt = true;
+  EXPECT_THAT(exempt.ToString(), HasSubstr("memlock headroom: no limit (CAP_IPC_LOCK)"));
+}
+
+}  // namespace
+}  // namespace pinpool

@@ -1,0 +1,48 @@
+// Which sanitizer this test binary was built with, for tests whose subject a sanitizer changes.
+// AddressSanitizer and ThreadSanitizer intercept mlock(2) and make it a no-op ("AddressSanitizer
+// ignores mlock"), so VmLck never grows: tests that measure pinned bytes through VmLck skip
+// under them, saying so (and RLIMIT_MEMLOCK, which pinpool checks against VmLck, never bites).
+#ifndef PINPOOL_TESTS_SUPPORT_SANITIZERS_H_
+#define PINPOOL_TESTS_SUPPORT_SANITIZERS_H_
+
+#if defined(__SANITIZE_ADDRESS__)
+#define PINPOOL_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PINPOOL_TEST_ASAN 1
+#endif
+#endif
+#ifndef PINPOOL_TEST_ASAN
+#define PINPOOL_TEST_ASAN 0
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+#define PINPOOL_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PINPOOL_TEST_TSAN 1
+#endif
+#endif
+#ifndef PINPOOL_TEST_TSAN
+#define PINPOOL_TEST_TSAN 0
+#endif
+
+namespace pinpool::testing {
+
+inline constexpr bool kAsan = PINPOOL_TEST_ASAN;
+inline constexpr bool kTsan = PINPOOL_TEST_TSAN;
+inline constexpr bool kMlockIsANoOp = PINPOOL_TEST_ASAN || PINPOOL_TEST_TSAN;
+inline constexpr const char* kMlockNoOpReason =
+    "the sanitizer (ASan/TSan) makes mlock a no-op, so VmLck cannot show what is pinned";
+
+}  // namespace pinpool::testing
+
+// Skips the current test when mlock does nothing in this build.
+#define PINPOOL_SKIP_IF_MLOCK_IS_A_NOOP()                   \
+  do {                                                      \
+    if (::pinpool::testing::kMlockIsANoOp) {                \
+      GTEST_SKIP() << ::pinpool::testing::kMlockNoOpReason; \
+    }                                                       \
+  } while (false)
+
+#endif  // PINPOOL_TESTS_SUPPORT_SANITIZERS_H_

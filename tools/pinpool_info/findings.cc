@@ -1,0 +1,453 @@
+// Problems and their fixes: every check compares the facts (and the plan for the pool asked
+// about) with what pinpool and RDMA need, and states the problem with this machine's numbers and
+// a fix concrete enough to paste (the sysctl with N computed, the ulimit, the modprobe with an
+// interface that exists here). Ids are stable; docs/pinpool-info.md lists them.
+//
+// Severity: error = the pool (or RDMA) as asked cannot work here; warning = it works, worse than
+// it could (smaller pages, no io_uring); note = worth knowing, nothing fails.
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "info.h"
+#include "util/bytes.h"
+
+namespace pinpool::info {
+namespace {
+
+using internal::FormatBytes;
+
+void Add(std::vector<Finding>& out, std::string id, Severity severity, std::string problem,
+         std::string fix) {
+  out.push_back({std::move(id), severity, std::move(problem), std::move(fix)});
+}
+
+std::string Limit(const std::optional<std::uint64_t>& bytes) {
+  return bytes ? FormatBytes(*bytes) : "unlimited";
+}
+
+std::string ModuleState(const RdmaFacts& r, const std::string& name) {
+  auto it = r.modules.find(name);
+  return it == r.modules.end() ? "absent" : it->second;
+}
+
+void CheckRdma(const Facts& f, std::vector<Finding>& out) {
+  const RdmaFacts& r = f.rdma;
+  const std::string netdev = r.netdevs.empty() ? "<interface>" : r.netdevs.front();
+  if (r.devices.empty()) {
+    std::string problem;
+    if (r.list_errno == ENOSYS) {
+      problem = absl::StrFormat(
+          "no RDMA device: ibv_get_device_list failed (%s): kernel %s has no RDMA (uverbs) "
+          "support loaded",
+          std::strerror(ENOSYS), f.system.kernel);
+    } else if (r.list_errno) {
+      problem = absl::StrFormat("no RDMA device: ibv_get_device_list failed (%s)",
+                                std::strerror(*r.list_errno));
+    } else {
+      problem =
+          "no RDMA device: libibverbs found none (no RDMA driver and provider bound to a NIC)";
+    }
+    const std::string software = absl::StrFormat(
+        "for software RDMA on %s, soft-RoCE: `modprobe rdma_rxe && rdma link add rxe0 type rxe "
+        "netdev %s`, or soft-iWARP: `modprobe siw && rdma link add siw0 type siw netdev %s`",
+        netdev, netdev, netdev);
+    std::string fix;
+    const bool stack_absent = ModuleState(r, "ib_uverbs") == "absent" &&
+                              ModuleState(r, "rdma_rxe") == "absent" &&
+                              ModuleState(r, "siw") == "absent";
+    if (stack_absent) {
+      fix = absl::StrFormat(
+          "this kernel has no RDMA modules (ib_uverbs, rdma_rxe and siw are absent): boot a "
+          "kernel built with CONFIG_INFINIBAND_USER_ACCESS (Debian's linux-image-amd64 has it), "
+          "or run RDMA code in a VM that has one (pinpool's scripts/softroce/run-in-guest.sh). "
+          "Then load your NIC's driver (mlx5_ib, irdma, bnxt_re, ...) with ib_uverbs, or %s",
+          software);
+    } else {
+      fix = absl::StrFormat(
+          "load your NIC's RDMA driver with ib_uverbs (`modprobe ib_uverbs mlx5_ib`, or irdma, "
+          "bnxt_re, ...) and install its user-space provider (Debian: ibverbs-providers), or "
+          "%s; `rdma link` and `ibv_devices` then list it",
+          software);
+    }
+    Add(out, "no_rdma_device", Severity::kError, problem, fix);
+    return;
+  }
+
+  bool any_active = false;
+  for (const DeviceInfo& d : r.devices) {
+    for (const PortInfo& p : d.ports) any_active = any_active || p.active;
+  }
+  for (const DeviceInfo& d : r.devices) {
+    if (d.permission_denied) {
+      Add(out, "rdma_device_permission", Severity::kError,
+          absl::StrFormat("cannot open RDMA device %s: %s", d.name, d.error),
+          "this user may not use /dev/infiniband/uverbs*: add it to the group owning them "
+          "(often `rdma`: `usermod -aG rdma USER`, then log in again) or fix the udev rule");
+      continue;
+    }
+    if (!d.error.empty()) {
+      Add(out, "rdma_device_error", Severity::kError,
+          absl::StrFormat("cannot use RDMA device %s: %s", d.name, d.error),
+          "check `dmesg` for the driver's messages and that the device's user-space provider is "
+          "installed (Debian: ibverbs-providers)");
+      continue;
+    }
+    std::vector<std::string> states;
+    bool active = false;
+    for (const PortInfo& p : d.ports) {
+      active = active || p.active;
+      states.push_back(p.error.empty()
+                           ? absl::StrFormat("port %d %s (%s)", p.port, p.state, p.phys_state)
+                           : absl::StrFormat("port %d: %s", p.port, p.error));
+    }
+    if (!active) {
+      Add(out, "rdma_no_active_port", any_active ? Severity::kWarning : Severity::kError,
+          absl::StrFormat("RDMA device %s has no ACTIVE port: %s", d.name,
+                          states.empty() ? "no ports" : absl::StrJoin(states, ", ")),
+          "bring the link up: `ip link set <netdev> up` for RoCE/iWARP (the device's net "
+          "device), cable and switch port; on InfiniBand a port stuck in INIT needs a subnet "
+          "manager (`opensm`). pinpool can register with a device whose ports are down "
+          "(VerbsOptions::device names it), but nothing moves until a port is ACTIVE");
+    }
+    for (const PortInfo& p : d.ports) {
+      if (!p.active || p.link_layer != "Ethernet") continue;
+      const bool v2_ipv4 = std::any_of(p.gids.begin(), p.gids.end(), [](const GidInfo& g) {
+        return g.type == "RoCE v2" && g.ipv4.has_value();
+      });
+      if (v2_ipv4) continue;
+      std::string dev = netdev;
+      for (const GidInfo& g : p.gids) {
+        if (!g.netdev.empty()) dev = g.netdev;
+      }
+      Add(out, "roce_no_ipv4_gid", Severity::kWarning,
+          absl::StrFormat("%s port %d has no IPv4-mapped RoCE v2 GID: connecting over IPv4 "
+                          "(RDMA CM, routable RoCE) needs one",
+                          d.name, p.port),
+          absl::StrFormat("give its net device an IPv4 address (`ip addr add 192.0.2.1/24 dev "
+                          "%s`); the GID table gets the ::ffff:a.b.c.d entry within a second",
+                          dev));
+    }
+  }
+}
+
+void CheckDevicesForPool(const Facts& f, const PoolPlan& plan, std::vector<Finding>& out) {
+  for (const DeviceFit& fit : plan.devices) {
+    const DeviceInfo* d = nullptr;
+    for (const DeviceInfo& x : f.rdma.devices) {
+      if (x.name == fit.device) d = &x;
+    }
+    if (d == nullptr) continue;
+    if (!fit.chunk_fits_max_mr_size) {
+      Add(out, "chunk_exceeds_max_mr_size", Severity::kError,
+          absl::StrFormat("%s registers at most %s as one region (max_mr_size) but chunks are "
+                          "%s: registration would fail",
+                          d->name, FormatBytes(d->max_mr_size),
+                          FormatBytes(plan.options.chunk_size)),
+          absl::StrFormat("use chunks of at most %s (--chunk-size, PoolOptions::chunk_size)",
+                          FormatBytes(std::bit_floor(d->max_mr_size))));
+    }
+    if (!fit.chunks_fit_max_mr) {
+      Add(out, "too_many_regions", Severity::kWarning,
+          absl::StrFormat("the budget is %d chunks but %s supports only %d memory regions "
+                          "(max_mr), shared by every process using it",
+                          plan.chunks, d->name, d->max_mr),
+          "use larger chunks (--chunk-size, PoolOptions::chunk_size) so that the budget needs "
+          "fewer regions");
+    }
+    if (!fit.page_size_supported) {
+      Add(out, "page_size_not_in_device_cap", Severity::kNote,
+          absl::StrFormat("%s does not list %s pages in page_size_cap (%#x): it maps the "
+                          "chunks with smaller pages (more translation entries)",
+                          d->name, PageSizeName(plan.first_chunk_page_size), d->page_size_cap),
+          "nothing to change for correctness; a NIC with larger translation pages saves "
+          "translation-table entries");
+    }
+  }
+}
+
+// The hugetlb page size the pool asks for first: the largest the policy allows that fits a
+// chunk; 0 when the policy is THP or 4K.
+std::uint64_t WantedHugePage(const ToolOptions& o) {
+  for (PageSize s : {PageSize::k1G, PageSize::k2M}) {
+    if (s >= o.page_size && PageBytes(s) <= o.chunk_size) return PageBytes(s);
+  }
+  return 0;
+}
+
+void CheckPages(const Facts& f, const PoolPlan& plan, std::vector<Finding>& out) {
+  const ToolOptions& o = plan.options;
+  if (o.page_size_given && o.page_size == PageSize::k1G && o.chunk_size < kGiB &&
+      !o.require_page_size) {
+    Add(out, "hugepage_1g_needs_1g_chunks", Severity::kNote,
+        absl::StrFormat("1 GiB pages need 1 GiB chunks: chunks of %s use 2 MiB pages at most",
+                        FormatBytes(o.chunk_size)),
+        "--chunk-size 1G (PoolOptions::chunk_size = 1 GiB) to use 1 GiB pages");
+  }
+  const auto got = [&](PageSize s) -> std::uint64_t {
+    for (const PageSizeOutcome& p : plan.page_sizes) {
+      if (p.page_size == s) return p.chunks;
+    }
+    return 0;
+  };
+  const auto fallback = [&](PageSize from) {
+    std::vector<std::string> parts;
+    for (const PageSizeOutcome& p : plan.page_sizes) {
+      if (p.page_size > from && p.chunks != 0) {
+        parts.push_back(absl::StrFormat("%d to %s", p.chunks, PageSizeName(p.page_size)));
+      }
+    }
+    return parts.empty() ? std::string("none") : absl::StrJoin(parts, ", ");
+  };
+
+  if (const std::uint64_t page = WantedHugePage(o); page != 0) {
+    const PageSize size = page == kGiB ? PageSize::k1G : PageSize::k2M;
+    const std::uint64_t have = got(size);
+    if (have < plan.chunks) {
+      const HugePagePool* pool = f.memory.Pool(page);
+      const std::uint64_t per_chunk = o.chunk_size / page;
+      const std::uint64_t needed = plan.chunks * per_chunk;
+      const std::uint64_t available = pool == nullptr ? 0 : pool->available();
+      const std::uint64_t total = pool == nullptr ? 0 : pool->total;
+      const std::uint64_t target = total + (needed > available ? needed - available : 0);
+      const bool require = o.require_page_size && o.page_size == size;
+      std::string problem =
+          pool == nullptr ? absl::StrFormat("this machine has no %s huge pages", FormatBytes(page))
+          : total == 0    ? absl::StrFormat("no %s huge pages reserved (vm.nr_hugepages is 0)",
+                                            FormatBytes(page))
+                          : absl::StrFormat(
+                                "%d %s huge pages free (%d reserved, %d promised to other "
+                                   "mappings) for a budget that needs %d",
+                                pool->free, FormatBytes(page), total, pool->reserved, needed);
+      if (require) {
+        absl::StrAppendFormat(
+            &problem,
+            ": with --require-page-size the pool maps only %d of its %d chunks (Pool::Create "
+            "fails with kUnavailable when the first does not fit)",
+            have, plan.chunks);
+      } else {
+        absl::StrAppendFormat(&problem, ": %d of %d chunks fall back to smaller pages (%s)",
+                              plan.chunks - have, plan.chunks, fallback(size));
+      }
+      std::string fix;
+      if (pool == nullptr) {
+        fix = size == PageSize::k1G
+                  ? "this CPU or kernel has no 1 GiB pages: use --page-size 2M (2 MiB pages)"
+                  : "this kernel has no hugetlbfs (CONFIG_HUGETLBFS): use transparent huge "
+                    "pages (--page-size thp)";
+      } else if (size == PageSize::k2M) {
+        fix = absl::StrFormat(
+            "reserve them: `sysctl vm.nr_hugepages=%d` (%d for the budget of %s%s), and "
+            "`vm.nr_hugepages = %d` in /etc/sysctl.d/ to keep it across reboots",
+            target, needed, FormatBytes(plan.pinned_bytes),
+            total != 0 ? absl::StrFormat(" on top of the %d there are", total) : "", target);
+      } else {
+        fix = absl::StrFormat(
+            "reserve them: `echo %d > /sys/kernel/mm/hugepages/hugepages-1048576kB/"
+            "nr_hugepages` (%d for the budget of %s), or at boot `hugepagesz=1G hugepages=%d` on "
+            "the kernel command line (1 GiB pages are hard to find once memory is fragmented)",
+            target, needed, FormatBytes(plan.pinned_bytes), target);
+      }
+      if (needed * page > f.memory.available && f.memory.available != 0) {
+        absl::StrAppendFormat(&fix, "; note that %s of huge pages is more than the %s available",
+                              FormatBytes(needed * page), FormatBytes(f.memory.available));
+      }
+      Add(out, "hugepages_missing", require ? Severity::kError : Severity::kWarning, problem, fix);
+    }
+  }
+
+  // THP, when the pool relies on it.
+  for (const PageSizeOutcome& p : plan.page_sizes) {
+    if (p.page_size != PageSize::kTransparent) continue;
+    if (!f.memory.ThpUsable()) {
+      const bool require = o.require_page_size && o.page_size == PageSize::kTransparent;
+      Add(out, "thp_disabled", require ? Severity::kError : Severity::kWarning,
+          absl::StrFormat("transparent huge pages are [%s]: %s", f.memory.thp_enabled,
+                          require ? "--require-page-size thp cannot be met"
+                                  : "chunks without hugetlb pages get 4 KiB pages"),
+          "`echo madvise > /sys/kernel/mm/transparent_hugepage/enabled` (pinpool asks for THP "
+          "with madvise), or reserve hugetlb pages (vm.nr_hugepages)");
+    } else if (p.chunks != 0 &&
+               (f.memory.thp_defrag == "never" || f.memory.thp_defrag == "defer")) {
+      Add(out, "thp_no_defrag", Severity::kNote,
+          absl::StrFormat("THP defrag is [%s]: a chunk gets huge pages only where free 2 MiB "
+                          "pages exist when it is populated (no compaction for it)",
+                          f.memory.thp_defrag),
+          "`echo madvise > /sys/kernel/mm/transparent_hugepage/defrag` (compact for "
+          "MADV_HUGEPAGE regions only), or reserve hugetlb pages (vm.nr_hugepages)");
+    }
+  }
+}
+
+void CheckMemlock(const Facts& f, const PoolPlan& plan, std::vector<Finding>& out) {
+  const MemlockFacts& m = f.memlock;
+  const std::uint64_t need = plan.pinned_bytes;
+  if (plan.memlock_applies && !plan.memlock_fits) {
+    const std::uint64_t used = std::max(m.locked, m.pinned);
+    const std::uint64_t headroom = *m.Headroom();
+    const std::uint64_t kib = (need + used + 1023) / 1024;
+    std::string raise = absl::StrFormat(
+        "`ulimit -l unlimited` (or `ulimit -l %d`, in KiB) in the shell that starts the program",
+        kib);
+    if (!m.hard || *m.hard >= need + used) {
+      absl::StrAppendFormat(&raise, " (the hard limit, %s, allows it)", Limit(m.hard));
+    } else {
+      absl::StrAppendFormat(&raise, " (needs root: above the hard limit of %s)",
+                            FormatBytes(*m.hard));
+    }
+    // What fits instead: whole chunks within the headroom, or smaller chunks.
+    const std::size_t chunk = plan.options.chunk_size;
+    std::string lower;
+    if (headroom >= chunk) {
+      lower = absl::StrFormat("lower the budget to %s (%d chunks of %s)",
+                              FormatBytes(headroom / chunk * chunk), headroom / chunk,
+                              FormatBytes(chunk));
+    } else if (headroom >= 2 * kMiB) {
+      const std::uint64_t small = std::bit_floor(headroom);
+      lower = absl::StrFormat(
+          "lower the budget and --chunk-size to %s (one chunk: the headroom "
+          "is %s)",
+          FormatBytes(small), FormatBytes(headroom));
+    } else {
+      lower = absl::StrFormat("no pool fits the headroom of %s (the smallest chunk is 2 MiB)",
+                              FormatBytes(headroom));
+    }
+    Add(out, "memlock_too_low", Severity::kError,
+        absl::StrFormat(
+            "RLIMIT_MEMLOCK is %s but the budget is %s%s: the pool stops growing "
+            "at the limit (kResourceExhausted)",
+            FormatBytes(*m.soft), FormatBytes(need),
+            used != 0 ? absl::StrFormat(" and %s is locked or pinned already", FormatBytes(used))
+                      : ""),
+        absl::StrFormat(
+            "raise the limit: %s; `USER - memlock unlimited` in /etc/security/limits.conf for "
+            "logins; LimitMEMLOCK=infinity for a systemd service; `--ulimit memlock=-1` for "
+            "docker. Or give the program CAP_IPC_LOCK, which lifts the limit (`setcap "
+            "cap_ipc_lock+ep PROGRAM`, AmbientCapabilities=CAP_IPC_LOCK for a systemd "
+            "service). Or %s",
+            raise, lower));
+  } else if (m.cap_ipc_lock && m.soft && *m.soft < need) {
+    Add(out, "memlock_exempt_here", Severity::kNote,
+        absl::StrFormat("this process has CAP_IPC_LOCK, so RLIMIT_MEMLOCK (%s) does not limit "
+                        "it; a process without the capability (a user other than root, a "
+                        "service that drops it) would stop at %s of the %s budget",
+                        FormatBytes(*m.soft), FormatBytes(*m.soft), FormatBytes(need)),
+        "check as the user the application runs as: `runuser -u USER -- pinpool-info "
+        "--budget ...` (or `setpriv --reuid=USER --regid=GROUP --clear-groups ...`)");
+  }
+  if (f.memory.available != 0 && need > f.memory.available) {
+    Add(out, "budget_exceeds_memory", Severity::kWarning,
+        absl::StrFormat("the budget (%s) is more than the memory available now (%s of %s): "
+                        "pinned pages cannot be swapped or reclaimed",
+                        FormatBytes(need), FormatBytes(f.memory.available),
+                        FormatBytes(f.memory.total)),
+        "lower the budget (--budget, PoolOptions::budget) or free memory");
+  }
+}
+
+void CheckForkAndIoUring(const Facts& f, const PoolPlan& plan, std::vector<Finding>& out) {
+  if (f.fork_mode == "disabled") {
+    Add(out, "fork_unsafe", Severity::kNote,
+        "fork mode is disabled: ibv_fork_init() was not called and libibverbs does not report "
+        "a kernel that copies pinned pages for a child, so a child touching memory registered "
+        "outside pinpool can break the parent's RDMA (pinpool's own chunks are MADV_DONTFORK "
+        "and safe either way)",
+        "for memory you register yourself: call ibv_fork_init() (or set RDMAV_FORK_SAFE=1) "
+        "before registering, or use a kernel with copy-on-fork for pinned pages (Linux 5.13+ "
+        "with RDMA loaded reports fork mode `unneeded`)");
+  }
+  const IoUringFacts& u = f.io_uring;
+  if (!u.available) {
+    const int err = u.error_errno.value_or(0);
+    std::string fix;
+    if (u.disabled_sysctl == 2) {
+      fix = "kernel.io_uring_disabled is 2 (off for everyone): `sysctl kernel.io_uring_disabled=0`";
+    } else if (u.disabled_sysctl == 1) {
+      fix =
+          "kernel.io_uring_disabled is 1 (only CAP_SYS_ADMIN or members of "
+          "kernel.io_uring_group): `sysctl kernel.io_uring_disabled=0`, or add the user to "
+          "that group";
+    } else if (err == ENOSYS) {
+      fix =
+          "this kernel has no io_uring (CONFIG_IO_URING), or a seccomp filter hides it: use "
+          "a kernel with it (Linux 5.19+ for pinpool's sparse buffer tables)";
+    } else if (err == EPERM || err == EACCES) {
+      fix =
+          "a seccomp profile (a container runtime's default) forbids io_uring: allow "
+          "io_uring_setup, io_uring_enter and io_uring_register (docker: "
+          "--security-opt seccomp=<profile>)";
+    } else if (err == ENOMEM) {
+      fix =
+          "the ring's memory counts against RLIMIT_MEMLOCK on kernels before 5.12: raise it "
+          "(`ulimit -l`)";
+    } else {
+      fix = "check dmesg and the kernel's io_uring settings";
+    }
+    Add(out, "io_uring_unavailable", Severity::kWarning,
+        absl::StrFormat("io_uring is unavailable: io_uring_queue_init failed (%s): "
+                        "IoUringDomain cannot be used",
+                        std::strerror(err)),
+        fix);
+  } else if (u.sparse_buffers == false) {
+    Add(out, "io_uring_no_sparse_buffers", Severity::kWarning,
+        absl::StrFormat("the kernel refuses sparse fixed-buffer tables (%s): pinpool's "
+                        "IoUringDomain needs them",
+                        std::strerror(u.sparse_errno.value_or(0))),
+        "use Linux 5.19 or later");
+  }
+  if (u.available && plan.chunks > kIoUringMaxBuffers) {
+    Add(out, "io_uring_too_many_chunks", Severity::kNote,
+        absl::StrFormat("the budget is %d chunks, more than the %d fixed buffers a ring can "
+                        "hold: an IoUringDomain would run out of slots",
+                        plan.chunks, kIoUringMaxBuffers),
+        "use larger chunks (--chunk-size) if the pool registers with io_uring");
+  }
+}
+
+}  // namespace
+
+const char* SeverityName(Severity s) {
+  switch (s) {
+    case Severity::kError:
+      return "error";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kNote:
+      break;
+  }
+  return "note";
+}
+
+std::vector<Finding> FindProblems(const Facts& facts, const PoolPlan& plan) {
+  std::vector<Finding> out;
+  CheckRdma(facts, out);
+  if (!plan.invalid.empty()) {
+    Add(out, "invalid_pool_options", Severity::kError,
+        absl::StrFormat("Pool::Create would refuse these options: %s", plan.invalid),
+        "--chunk-size is a power of two from 2M to 1G, --budget at least one chunk, and "
+        "--require-page-size needs pages no larger than a chunk");
+  } else {
+    CheckDevicesForPool(facts, plan, out);
+    CheckPages(facts, plan, out);
+    CheckMemlock(facts, plan, out);
+  }
+  CheckForkAndIoUring(facts, plan, out);
+  if (plan.tried && !plan.tried->ok) {
+    Add(out, "try_failed", Severity::kError,
+        absl::StrFormat("creating the pool (%s domain) failed: %s", plan.tried->domain,
+                        plan.tried->error),
+        "the message names the limit that was hit and what lifts it; the problems above say "
+        "the same for this machine");
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+    return static_cast<int>(a.severity) < static_cast<int>(b.severity);
+  });
+  return out;
+}
+
+}  // namespace pinpool::info

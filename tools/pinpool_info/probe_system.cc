@@ -1,0 +1,173 @@
+// Probing the host: kernel and CPUs, memory, huge page pools (/sys/kernel/mm/hugepages), THP
+// mode, RLIMIT_MEMLOCK and what counts against it (the os layer's QueryMemlock, so the numbers
+// are the ones a pool would see), fork mode; and io_uring: can a ring be set up, does it take a
+// sparse fixed-buffer table (what pinpool's io_uring domain registers), kernel.io_uring_disabled.
+// Every ring opened here is closed before returning.
+#include <dirent.h>
+#include <liburing.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "info.h"
+#include "os/os.h"
+#include "pinpool/verbs.h"
+
+namespace pinpool::info {
+namespace {
+
+using internal::os::ReadKernelFile;
+
+std::optional<std::uint64_t> ReadCount(const std::string& path) {
+  auto text = ReadKernelFile(path.c_str());
+  std::uint64_t v = 0;
+  if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &v)) return std::nullopt;
+  return v;
+}
+
+std::optional<int> ReadInt(const char* path) {
+  auto text = ReadKernelFile(path);
+  int v = 0;
+  if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &v)) return std::nullopt;
+  return v;
+}
+
+// The selected word of a sysfs choice file ("always [madvise] never" -> "madvise").
+std::string ReadChoice(const char* path) {
+  auto text = ReadKernelFile(path);
+  if (!text.ok()) return "unavailable";
+  const std::size_t open = text->find('[');
+  const std::size_t close = text->find(']', open);
+  if (open == std::string::npos || close == std::string::npos) return "unknown";
+  return text->substr(open + 1, close - open - 1);
+}
+
+// "MemTotal:  24576000 kB" -> bytes.
+std::uint64_t MeminfoBytes(std::string_view meminfo, std::string_view key) {
+  const std::size_t at = meminfo.find(std::string(key) + ":");
+  if (at == std::string_view::npos) return 0;
+  std::string_view rest = meminfo.substr(at + key.size() + 1);
+  while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+  std::uint64_t kb = 0;
+  std::from_chars(rest.data(), rest.data() + rest.size(), kb);
+  return kb << 10;
+}
+
+}  // namespace
+
+const HugePagePool* MemoryFacts::Pool(std::uint64_t page_bytes) const {
+  for (const HugePagePool& p : hugepages) {
+    if (p.page_bytes == page_bytes) return &p;
+  }
+  return nullptr;
+}
+
+std::optional<std::uint64_t> MemlockFacts::Headroom() const {
+  if (cap_ipc_lock || !soft) return std::nullopt;
+  const std::uint64_t used = std::max(locked, pinned);
+  return used >= *soft ? 0 : *soft - used;
+}
+
+SystemFacts ProbeSystem() {
+  SystemFacts s;
+  utsname u{};
+  if (uname(&u) == 0) {
+    s.kernel = u.release;
+    s.machine = u.machine;
+  }
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  s.cpus = cpus > 0 ? static_cast<unsigned>(cpus) : 0;
+  s.uid = static_cast<std::uint32_t>(getuid());
+  return s;
+}
+
+MemoryFacts ProbeMemory() {
+  MemoryFacts m;
+  const char* kDir = "/sys/kernel/mm/hugepages";
+  if (DIR* dir = opendir(kDir)) {
+    while (dirent* e = readdir(dir)) {
+      absl::string_view name = e->d_name;  // "hugepages-2048kB"
+      std::uint64_t kb = 0;
+      if (!absl::ConsumePrefix(&name, "hugepages-") || !absl::ConsumeSuffix(&name, "kB") ||
+          !absl::SimpleAtoi(name, &kb)) {
+        continue;
+      }
+      const std::string path = absl::StrFormat("%s/%s/", kDir, e->d_name);
+      HugePagePool p;
+      p.page_bytes = kb << 10;
+      p.total = ReadCount(path + "nr_hugepages").value_or(0);
+      p.free = ReadCount(path + "free_hugepages").value_or(0);
+      p.reserved = ReadCount(path + "resv_hugepages").value_or(0);
+      p.surplus = ReadCount(path + "surplus_hugepages").value_or(0);
+      p.overcommit = ReadCount(path + "nr_overcommit_hugepages").value_or(0);
+      m.hugepages.push_back(p);
+    }
+    closedir(dir);
+  }
+  std::sort(
+      m.hugepages.begin(), m.hugepages.end(),
+      [](const HugePagePool& a, const HugePagePool& b) { return a.page_bytes < b.page_bytes; });
+  m.thp_enabled = ReadChoice("/sys/kernel/mm/transparent_hugepage/enabled");
+  m.thp_defrag = ReadChoice("/sys/kernel/mm/transparent_hugepage/defrag");
+  if (auto meminfo = ReadKernelFile("/proc/meminfo"); meminfo.ok()) {
+    m.total = MeminfoBytes(*meminfo, "MemTotal");
+    m.available = MeminfoBytes(*meminfo, "MemAvailable");
+  }
+  return m;
+}
+
+MemlockFacts ProbeMemlock() {
+  MemlockFacts f;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) {
+    if (limit.rlim_cur != RLIM_INFINITY) f.soft = limit.rlim_cur;
+    if (limit.rlim_max != RLIM_INFINITY) f.hard = limit.rlim_max;
+  }
+  const internal::os::MemlockState state = internal::os::QueryMemlock();
+  f.locked = state.locked;
+  f.pinned = state.pinned;
+  f.cap_ipc_lock = state.exempt;
+  return f;
+}
+
+IoUringFacts ProbeIoUring() {
+  IoUringFacts f;
+  f.disabled_sysctl = ReadInt("/proc/sys/kernel/io_uring_disabled");
+  io_uring ring{};
+  if (const int ret = io_uring_queue_init(4, &ring, 0); ret < 0) {
+    f.error_errno = -ret;
+    return f;
+  }
+  f.available = true;
+  // pinpool's io_uring domain registers one sparse table and fills a slot per chunk.
+  if (const int ret = io_uring_register_buffers_sparse(&ring, 1); ret < 0) {
+    f.sparse_buffers = false;
+    f.sparse_errno = -ret;
+  } else {
+    f.sparse_buffers = true;
+    io_uring_unregister_buffers(&ring);
+  }
+  io_uring_queue_exit(&ring);
+  return f;
+}
+
+Facts ProbeAll() {
+  Facts f;
+  f.system = ProbeSystem();
+  f.rdma = ProbeRdma();
+  f.memory = ProbeMemory();
+  f.memlock = ProbeMemlock();
+  f.fork_mode = ForkModeName(QueryForkMode());
+  f.io_uring = ProbeIoUring();
+  return f;
+}
+
+}  // namespace pinpool::info
