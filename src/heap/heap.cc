@@ -21,10 +21,13 @@
 // Options for pinpool's private jemalloc only (the renamed copy reads pinpool_je_malloc_conf, and
 // PINPOOL_JEC from the environment, never MALLOC_CONF). Its automatic tcache is off: every call
 // passes MALLOCX_TCACHE_NONE (pinpool's own thread caches stand in front). retain is off so that
-// a destroyed arena's metadata is unmapped, not kept.
+// a destroyed arena's metadata is unmapped, not kept. lg_extent_max_active_fit:63 lets any freed
+// extent serve any smaller request: by default jemalloc will not split an extent more than 64x
+// the request, counting on purging to return it; pinpool never purges, so freed memory that had
+// coalesced into large extents was never reused and the pool grew until its budget ran out.
 extern "C" {
 __attribute__((visibility("hidden"))) const char* pinpool_je_malloc_conf =
-    "tcache:false,retain:false";
+    "tcache:false,retain:false,lg_extent_max_active_fit:63";
 }
 
 namespace pinpool::internal {

@@ -6,7 +6,7 @@
 // (different registrations). So after any churn a block's pages are the pages the devices pinned.
 // jemalloc's own metadata stays out of the chunks (metadata_use_hooks = false).
 //
-// In front of jemalloc, each thread has one ThreadCache per heap (16 B .. 64 KiB, align <= 16):
+// In front of jemalloc, each thread has one ThreadCache per heap (16 B .. 1 MiB, align <= 16):
 // allocation pops, free pushes, and jemalloc sees only batched refills and flushes. jemalloc's
 // automatic tcache is never used (it is shared by all arenas: notes/jemalloc.md, trap 1). A
 // thread's caches are flushed and freed when it exits; a heap's destruction just forgets them.

@@ -1,4 +1,4 @@
-// Size classes of the heap's front cache: the same classes jemalloc uses for 16 B .. 64 KiB
+// Size classes of the heap's front cache: the same classes jemalloc uses for 16 B .. 1 MiB
 // (16-byte steps to 128 B, then four per doubling), so a refill asks jemalloc for exactly a
 // class and a block's usable size is always >= its class. Pure functions, constexpr.
 #ifndef PINPOOL_HEAP_SIZE_CLASS_H_
@@ -10,8 +10,8 @@
 namespace pinpool::internal {
 
 inline constexpr std::size_t kMinCachedSize = 16;
-inline constexpr std::size_t kMaxCachedSize = 64 * 1024;
-inline constexpr unsigned kNumClasses = 44;  // SizeClass(kMaxCachedSize) + 1
+inline constexpr std::size_t kMaxCachedSize = 1024 * 1024;
+inline constexpr unsigned kNumClasses = 60;  // SizeClass(kMaxCachedSize) + 1
 
 // The class index for `size` (1 .. kMaxCachedSize): the smallest class holding `size` bytes.
 constexpr unsigned ComputeSizeClass(std::size_t size) noexcept {

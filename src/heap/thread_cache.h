@@ -31,11 +31,12 @@ struct ThreadCache {
 
   explicit ThreadCache(std::uint64_t heap_id);
 
-  // Blocks a bin holds at most: many small ones, few large ones (bytes cached per class stay
-  // below 64 KiB .. 512 KiB).
+  // Blocks a bin holds at most: 64 small ones, fewer large ones, so that a bin holds at most
+  // 256 KiB or two blocks (a thread's caches of one pool hold at most ~20 MiB, in practice far
+  // less: only what the thread freed and did not reuse).
   static constexpr std::uint32_t Capacity(unsigned c) noexcept {
-    const std::size_t size = ClassSize(c);
-    return size <= 1024 ? 64 : size <= 16 * 1024 ? 32 : 8;
+    const std::size_t by_bytes = (std::size_t{256} << 10) / ClassSize(c);
+    return static_cast<std::uint32_t>(by_bytes > 64 ? 64 : by_bytes < 2 ? 2 : by_bytes);
   }
 
   const std::uint64_t heap_id;
