@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 
+#include "bench_pool.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 
@@ -33,12 +34,7 @@ pinpool::Pool& SharedPool() {
     o.initial_size = 8 * pinpool::kMiB;
     o.page_size = pinpool::PageSize::kTransparent;
     o.domains = {Domain()};
-    auto p = pinpool::Pool::Create(o);
-    if (!p.ok()) {
-      std::fprintf(stderr, "pool: %s\n", p.status().ToString().c_str());
-      std::abort();
-    }
-    return p->release();
+    return &pinpool::bench::LeakedPool(o);
   }();
   return *pool;
 }

@@ -77,16 +77,6 @@ std::optional<std::uint64_t> ReadCount(const std::string& path) {
   return v;
 }
 
-// The selected word of a sysfs choice file ("always [madvise] never" -> "madvise").
-std::string ReadChoice(const char* path) {
-  auto text = ReadKernelFile(path);
-  if (!text.ok()) return "unavailable";
-  const std::size_t open = text->find('[');
-  const std::size_t close = text->find(']', open);
-  if (open == std::string::npos || close == std::string::npos) return "unknown";
-  return text->substr(open + 1, close - open - 1);
-}
-
 absl::Status HugetlbUnavailable(PageSize size, std::size_t length, int err) {
   const std::size_t page = PageBytes(size);
   const std::string dir = absl::StrFormat("/sys/kernel/mm/hugepages/hugepages-%dkB", page >> 10);
@@ -128,7 +118,7 @@ absl::Status HugetlbUnavailable(PageSize size, std::size_t length, int err) {
 }
 
 absl::Status ThpUnavailable(std::size_t length, bool eligible, std::string_view detail) {
-  const std::string enabled = ReadChoice("/sys/kernel/mm/transparent_hugepage/enabled");
+  const std::string enabled = ReadSysfsChoice("/sys/kernel/mm/transparent_hugepage/enabled");
   if (enabled != "always" && enabled != "madvise") {
     return absl::UnavailableError(absl::StrFormat(
         "no transparent huge pages for a %s chunk: /sys/kernel/mm/transparent_hugepage/enabled is "
@@ -147,7 +137,7 @@ absl::Status ThpUnavailable(std::size_t length, bool eligible, std::string_view 
       "the kernel gave no transparent huge pages to a %s chunk (THP [%s], defrag [%s])%s: free "
       "memory is probably fragmented; try `echo 1 > /proc/sys/vm/compact_memory`, use hugetlb "
       "pages (PoolOptions::page_size = PageSize::k2M with vm.nr_hugepages reserved), or %s",
-      FormatBytes(length), enabled, ReadChoice("/sys/kernel/mm/transparent_hugepage/defrag"),
+      FormatBytes(length), enabled, ReadSysfsChoice("/sys/kernel/mm/transparent_hugepage/defrag"),
       detail, kAllowFallback));
 }
 

@@ -99,6 +99,9 @@ void Munlock(void* at, std::size_t length) noexcept;
 // Reads a whole /proc or /sys file (they report size 0, so it reads to EOF). kNotFound when the
 // file does not exist (e.g. a huge page size the CPU lacks), kPermissionDenied without the right.
 absl::StatusOr<std::string> ReadKernelFile(const char* path);
+// The selected word of a sysfs choice file ("always [madvise] never" -> "madvise"); "unavailable"
+// when it cannot be read, "unknown" when nothing is selected.
+std::string ReadSysfsChoice(const char* path);
 
 }  // namespace pinpool::internal::os
 

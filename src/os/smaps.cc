@@ -186,6 +186,15 @@ std::optional<std::size_t> CountThpBytes(std::uintptr_t lo, std::uintptr_t hi) {
 
 }  // namespace
 
+std::string ReadSysfsChoice(const char* path) {
+  auto text = ReadKernelFile(path);
+  if (!text.ok()) return "unavailable";
+  const std::size_t open = text->find('[');
+  const std::size_t close = text->find(']', open);
+  if (open == std::string::npos || close == std::string::npos) return "unknown";
+  return text->substr(open + 1, close - open - 1);
+}
+
 absl::StatusOr<std::string> ReadKernelFile(const char* path) {
   Fd fd(::open(path, O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {

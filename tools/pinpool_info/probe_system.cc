@@ -40,16 +40,6 @@ std::optional<int> ReadInt(const char* path) {
   return v;
 }
 
-// The selected word of a sysfs choice file ("always [madvise] never" -> "madvise").
-std::string ReadChoice(const char* path) {
-  auto text = ReadKernelFile(path);
-  if (!text.ok()) return "unavailable";
-  const std::size_t open = text->find('[');
-  const std::size_t close = text->find(']', open);
-  if (open == std::string::npos || close == std::string::npos) return "unknown";
-  return text->substr(open + 1, close - open - 1);
-}
-
 // "MemTotal:  24576000 kB" -> bytes.
 std::uint64_t MeminfoBytes(std::string_view meminfo, std::string_view key) {
   const std::size_t at = meminfo.find(std::string(key) + ":");
@@ -115,8 +105,8 @@ MemoryFacts ProbeMemory() {
   std::sort(
       m.hugepages.begin(), m.hugepages.end(),
       [](const HugePagePool& a, const HugePagePool& b) { return a.page_bytes < b.page_bytes; });
-  m.thp_enabled = ReadChoice("/sys/kernel/mm/transparent_hugepage/enabled");
-  m.thp_defrag = ReadChoice("/sys/kernel/mm/transparent_hugepage/defrag");
+  m.thp_enabled = internal::os::ReadSysfsChoice("/sys/kernel/mm/transparent_hugepage/enabled");
+  m.thp_defrag = internal::os::ReadSysfsChoice("/sys/kernel/mm/transparent_hugepage/defrag");
   if (auto meminfo = ReadKernelFile("/proc/meminfo"); meminfo.ok()) {
     m.total = MeminfoBytes(*meminfo, "MemTotal");
     m.available = MeminfoBytes(*meminfo, "MemAvailable");
