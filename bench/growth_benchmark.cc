@@ -89,8 +89,8 @@ void Grow(benchmark::State& state, pinpool::PageSize page, bool populate, const 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs = pinpool::VerbsDomain::Open(
-      {.access = {.remote_read = true, .remote_write = true}});
+  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs =
+      pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
   if (verbs.ok()) {
     Domains().push_back({"verbs", *std::move(verbs)});
     benchmark::AddCustomContext("device", Domains().back().domain->name());

@@ -64,9 +64,10 @@ std::size_t DrawSize(std::mt19937_64& rng) {
     double lo;
     double hi;
   };
-  static constexpr Band kBands[] = {
-      {0.60, 16, 1 << 10}, {0.25, 1 << 10, 16 << 10}, {0.12, 16 << 10, 256 << 10},
-      {0.03, 256 << 10, 2 << 20}};
+  static constexpr Band kBands[] = {{0.60, 16, 1 << 10},
+                                    {0.25, 1 << 10, 16 << 10},
+                                    {0.12, 16 << 10, 256 << 10},
+                                    {0.03, 256 << 10, 2 << 20}};
   double u = std::uniform_real_distribution<double>(0, 1)(rng);
   for (const Band& b : kBands) {
     if (u < b.weight) {
@@ -136,13 +137,12 @@ void BM_MixedWorkload(benchmark::State& state) {
       hi = std::max(hi, c.base + c.size);
     }
     // Beyond the pre-touched capacity the lists grew by reallocation: count that as ours.
-    const std::size_t own =
-        live.capacity() > (1 << 18)
-            ? live.capacity() * sizeof(pinpool::Block) + asked.capacity() * sizeof(std::size_t)
-            : 0;
+    const std::size_t own = live.capacity() > (1 << 18) ? live.capacity() * sizeof(pinpool::Block) +
+                                                              asked.capacity() * sizeof(std::size_t)
+                                                        : 0;
     const std::size_t rss_after = RssOutside(lo, hi);
-    const double metadata = static_cast<double>(rss_after) - static_cast<double>(rss_before) -
-                            static_cast<double>(own);
+    const double metadata =
+        static_cast<double>(rss_after) - static_cast<double>(rss_before) - static_cast<double>(own);
     const auto r = static_cast<double>(requested);
     state.counters["blocks"] = static_cast<double>(live.size());
     state.counters["requested"] = r;

@@ -110,8 +110,7 @@ ucs_status_t UcxMap(ucp_context_h context, void* p, std::size_t size, ucp_mem_h*
 }
 
 // Map (+ pack the rkey) + unmap of `p`; false on an error, reported through `state`.
-bool UcxOnce(benchmark::State& state, ucp_context_h context, void* p, std::size_t size,
-             bool pack) {
+bool UcxOnce(benchmark::State& state, ucp_context_h context, void* p, std::size_t size, bool pack) {
   ucp_mem_h memh = nullptr;
   if (const ucs_status_t s = UcxMap(context, p, size, &memh); s != UCS_OK) {
     state.SkipWithError((std::string("ucp_mem_map: ") + ucs_status_string(s)).c_str());
@@ -185,9 +184,9 @@ void BM_FabricReg(benchmark::State& state) {
 // How a UCX context registers memory. UCX 1.13 caches registrations at two levels: the ucp
 // context (UCX_RCACHE_ENABLE) and the IB memory domain (UCX_IB_REG_METHODS=rcache,...).
 enum class UcxCache {
-  kNone,      // UCX_RCACHE_ENABLE=n, UCX_IB_REG_METHODS=direct: every map registers
-  kMdOnly,    // UCX_RCACHE_ENABLE=n: only the IB memory domain's cache
-  kDefault,   // UCX's defaults: both caches
+  kNone,     // UCX_RCACHE_ENABLE=n, UCX_IB_REG_METHODS=direct: every map registers
+  kMdOnly,   // UCX_RCACHE_ENABLE=n: only the IB memory domain's cache
+  kDefault,  // UCX's defaults: both caches
 };
 
 // UCX context restricted to the RDMA device. Its memory-domain settings are read from the
@@ -307,8 +306,9 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("verbs_reg", BM_VerbsReg)->Arg(s);
   }
   if (std::getenv("UCX_IB_REG_METHODS") != nullptr || std::getenv("UCX_RCACHE_ENABLE") != nullptr) {
-    std::fprintf(stderr, "rdma_ready_benchmark: unset UCX_IB_REG_METHODS and UCX_RCACHE_ENABLE: "
-                         "the benchmark sets them per UCX context\n");
+    std::fprintf(stderr,
+                 "rdma_ready_benchmark: unset UCX_IB_REG_METHODS and UCX_RCACHE_ENABLE: "
+                 "the benchmark sets them per UCX context\n");
     return 1;
   }
   std::string ucx_error = OpenUcx(UcxCache::kNone, &E().ucx_direct);

@@ -9,7 +9,8 @@
 //
 // Each benchmark iteration posts one WRITE (waiting first for a free slot); bytes_per_second
 // counts the bytes whose completions arrived inside the timed loop: the steady-state throughput
-// (the first posts, before any completion, are timed too, as in ib_write_bw). Without a device it says why and exits 0 (1 with PINPOOL_REQUIRE_RDMA=1).
+// (the first posts, before any completion, are timed too, as in ib_write_bw). Without a device it
+// says why and exits 0 (1 with PINPOOL_REQUIRE_RDMA=1).
 #include <benchmark/benchmark.h>
 
 #include <cerrno>
@@ -98,8 +99,7 @@ std::string ConnectQps(ibv_pd* pd, Qps* q) {
     a.port_num = 1;
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     if (int e = ibv_modify_qp(q->qp[i], &a,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                  IBV_QP_ACCESS_FLAGS);
+                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
         e != 0) {
       return Errno("ibv_modify_qp(INIT)", e);
     }
@@ -116,8 +116,7 @@ std::string ConnectQps(ibv_pd* pd, Qps* q) {
     a.ah_attr.port_num = 1;
     if (int e = ibv_modify_qp(q->qp[i], &a,
                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                  IBV_QP_MIN_RNR_TIMER);
+                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
         e != 0) {
       return Errno("ibv_modify_qp(RTR)", e);
     }
@@ -128,8 +127,8 @@ std::string ConnectQps(ibv_pd* pd, Qps* q) {
     a.rnr_retry = 7;
     a.max_rd_atomic = 1;
     if (int e = ibv_modify_qp(q->qp[i], &a,
-                              IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+                              IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
         e != 0) {
       return Errno("ibv_modify_qp(RTS)", e);
     }
@@ -139,8 +138,7 @@ std::string ConnectQps(ibv_pd* pd, Qps* q) {
 
 // Streams WRITEs of `size` bytes (range 0) from (src, lkey) to (dst, rkey) on QP 0 with
 // `depth` (range 1) in flight, a completion asked for every depth / 2.
-void Stream(benchmark::State& state, void* src, std::uint32_t lkey, void* dst,
-            std::uint32_t rkey) {
+void Stream(benchmark::State& state, void* src, std::uint32_t lkey, void* dst, std::uint32_t rkey) {
   const auto size = static_cast<std::uint32_t>(state.range(0));
   const auto depth = static_cast<int>(state.range(1));
   const int signal_every = depth / 2;
@@ -178,9 +176,9 @@ void Stream(benchmark::State& state, void* src, std::uint32_t lkey, void* dst,
   };
   auto post = [&] {
     wr.wr_id = posted;
-    wr.send_flags =
-        (posted % signal_every == static_cast<std::uint64_t>(signal_every) - 1) ? IBV_SEND_SIGNALED
-                                                                                : 0;
+    wr.send_flags = (posted % signal_every == static_cast<std::uint64_t>(signal_every) - 1)
+                        ? IBV_SEND_SIGNALED
+                        : 0;
     ibv_send_wr* bad = nullptr;
     if (const int e = ibv_post_send(qp, &wr, &bad); e != 0) {
       state.SkipWithError(Errno("ibv_post_send", e).c_str());
@@ -281,7 +279,9 @@ int main(int argc, char** argv) {
   }
   benchmark::AddCustomContext("device", E().domain->device_name());
   for (const std::int64_t s : kSizes) {
-    benchmark::RegisterBenchmark("write/pool", BM_PoolBlocks)->Args({s, DepthFor(s)})->UseRealTime();
+    benchmark::RegisterBenchmark("write/pool", BM_PoolBlocks)
+        ->Args({s, DepthFor(s)})
+        ->UseRealTime();
     benchmark::RegisterBenchmark("write/registered_once", BM_RegisteredOnce)
         ->Args({s, DepthFor(s)})
         ->UseRealTime();

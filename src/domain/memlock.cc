@@ -30,10 +30,10 @@ absl::Status CheckMemlockHeadroom(std::size_t bytes, const os::MemlockState& s) 
 
 absl::Status MemlockRefused(const char* what, int err, std::size_t bytes) {
   const os::MemlockState s = os::QueryMemlock();
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s of %s failed (%s); RLIMIT_MEMLOCK is %s with %s locked and %s pinned: %s", what,
-      FormatBytes(bytes), std::strerror(err), FormatBytes(s.limit), FormatBytes(s.locked),
-      FormatBytes(s.pinned), kFix));
+  return absl::ResourceExhaustedError(
+      absl::StrFormat("%s of %s failed (%s); RLIMIT_MEMLOCK is %s with %s locked and %s pinned: %s",
+                      what, FormatBytes(bytes), std::strerror(err), FormatBytes(s.limit),
+                      FormatBytes(s.locked), FormatBytes(s.pinned), kFix));
 }
 
 }  // namespace pinpool::internal
