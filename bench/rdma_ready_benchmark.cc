@@ -37,6 +37,7 @@
 #include <memory>
 #include <string>
 
+#include "bench_verbs.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 
@@ -273,18 +274,9 @@ std::string OpenFabric() {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> domain =
-      pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
-  if (!domain.ok()) {
-    const char* required = std::getenv("PINPOOL_REQUIRE_RDMA");
-    const bool must = required != nullptr && std::strcmp(required, "1") == 0;
-    std::fprintf(stderr, "rdma_ready_benchmark: no RDMA device, nothing to measure: %s\n%s\n",
-                 domain.status().ToString().c_str(),
-                 must ? "PINPOOL_REQUIRE_RDMA=1, so that is a failure"
-                      : "run it through scripts/softroce/run-in-guest.sh");
-    return must ? 1 : 0;
-  }
-  E().domain = *std::move(domain);
+  int exit_code = 0;
+  E().domain = pinpool::bench::OpenVerbsOrExplain("rdma_ready_benchmark", &exit_code);
+  if (E().domain == nullptr) return exit_code;
   {
     pinpool::PoolOptions o;
     o.chunk_size = 8 * pinpool::kMiB;  // 4 MiB blocks fit (7/8 of a chunk)

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "bench_pool.h"
+#include "bench_verbs.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 
@@ -81,18 +82,9 @@ PINPOOL_VERBS_BENCH(BM_MallocRegMr);
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> domain =
-      pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
-  if (!domain.ok()) {
-    const char* required = std::getenv("PINPOOL_REQUIRE_RDMA");
-    const bool must = required != nullptr && std::strcmp(required, "1") == 0;
-    std::fprintf(stderr, "verbs_benchmark: no RDMA device, nothing to measure: %s\n%s\n",
-                 domain.status().ToString().c_str(),
-                 must ? "PINPOOL_REQUIRE_RDMA=1, so that is a failure"
-                      : "run it through scripts/softroce/run-in-guest.sh");
-    return must ? 1 : 0;
-  }
-  Domain() = *std::move(domain);
+  int exit_code = 0;
+  Domain() = pinpool::bench::OpenVerbsOrExplain("verbs_benchmark", &exit_code);
+  if (Domain() == nullptr) return exit_code;
   SharedPool();  // its creation (mapping and registering 8 MiB) is not what is measured
   std::fprintf(stderr, "verbs_benchmark: device %s, domain %s\n", Domain()->device_name().c_str(),
                Domain()->name().c_str());

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "bench_verbs.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 
@@ -237,18 +238,9 @@ void BM_RegisteredOnce(benchmark::State& state) {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> domain =
-      pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
-  const char* required = std::getenv("PINPOOL_REQUIRE_RDMA");
-  const bool must = required != nullptr && std::strcmp(required, "1") == 0;
-  if (!domain.ok()) {
-    std::fprintf(stderr, "wire_benchmark: no RDMA device, nothing to measure: %s\n%s\n",
-                 domain.status().ToString().c_str(),
-                 must ? "PINPOOL_REQUIRE_RDMA=1, so that is a failure"
-                      : "run it through scripts/softroce/run-in-guest.sh");
-    return must ? 1 : 0;
-  }
-  E().domain = *std::move(domain);
+  int exit_code = 0;
+  E().domain = pinpool::bench::OpenVerbsOrExplain("wire_benchmark", &exit_code);
+  if (E().domain == nullptr) return exit_code;
   pinpool::PoolOptions o;
   o.chunk_size = 4 * pinpool::kMiB;
   o.budget = 8 * pinpool::kMiB;
