@@ -6,13 +6,10 @@
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <liburing.h>
 #include <linux/magic.h>
-#include <sys/resource.h>
 #include <sys/vfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -23,6 +20,7 @@
 
 #include "pinpool/pool.h"
 #include "support/proc_status.h"
+#include "support/unprivileged.h"
 
 namespace pinpool {
 namespace {
@@ -209,29 +207,8 @@ TEST(IoUringTest, BadOptionsAndAForeignTableAreRefusedClearly) {
   io_uring_queue_exit(&ring);
 }
 
-// In a child that dropped to `nobody` with an 8 MiB RLIMIT_MEMLOCK (Debian's default).
-void AsUnprivileged(void (*body)()) {
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const rlimit limit = {8 * kMiB, 8 * kMiB};
-    if (setrlimit(RLIMIT_MEMLOCK, &limit) != 0) _exit(20);
-    if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
-                           setresuid(65534, 65534, 65534) != 0)) {
-      _exit(21);
-    }
-    body();
-    _exit(::testing::Test::HasFailure() ? 1 : 0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "child died with signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's output above";
-}
-
 TEST(IoUringMemlockTest, SixteenMiBPoolOverAnEightMiBLimitFailsNamingItAndKeepsNothing) {
-  AsUnprivileged([] {
+  testing::RunAsUnprivileged([] {
     auto ring = IoUringDomain::Create(8).value();
     const long long pinned = ProcStatusBytes("VmPin");
     PoolOptions o = Options(ring);
@@ -249,7 +226,7 @@ TEST(IoUringMemlockTest, SixteenMiBPoolOverAnEightMiBLimitFailsNamingItAndKeepsN
 }
 
 TEST(IoUringMemlockTest, GrowthUntilTheKernelRefusesGivesTheSameErrorAndKeepsServing) {
-  AsUnprivileged([] {
+  testing::RunAsUnprivileged([] {
     auto ring = IoUringDomain::Create(8).value();
     const long long pinned = ProcStatusBytes("VmPin");
     PoolOptions o = Options(ring);

@@ -17,13 +17,7 @@ namespace {
 
 using testing::JsonValue;
 using testing::ParseJson;
-
-JsonValue Parsed(const std::string& text) {
-  std::string error;
-  std::optional<JsonValue> v = ParseJson(text, &error);
-  EXPECT_TRUE(v.has_value()) << error << " in:\n" << text;
-  return v.value_or(JsonValue{});
-}
+using testing::ParseOrFail;
 
 TEST(JsonWriterTest, NestedObjectsAndArraysParseWithEveryMember) {
   JsonWriter json;
@@ -48,7 +42,7 @@ TEST(JsonWriterTest, NestedObjectsAndArraysParseWithEveryMember) {
   ASSERT_TRUE(json.done());
   const std::string text = std::move(json).Take();
   EXPECT_EQ(text.back(), '\n');
-  const JsonValue v = Parsed(text);
+  const JsonValue v = ParseOrFail(text);
   EXPECT_EQ(v["name"].text, "pool");
   EXPECT_EQ(v["count"].Uint(), 3u);
   EXPECT_EQ(v["empty_object"].type, JsonValue::Type::kObject);
@@ -77,7 +71,7 @@ TEST(JsonWriterTest, StringsRoundTripWithEscapes) {
   const std::string text = std::move(json).Take();
   EXPECT_NE(text.find("\\u0000"), std::string::npos) << text;
   EXPECT_NE(text.find("\\u0007"), std::string::npos) << text;
-  EXPECT_EQ(Parsed(text)[0].text, tricky);
+  EXPECT_EQ(ParseOrFail(text)[0].text, tricky);
 }
 
 TEST(JsonWriterTest, InvalidUtf8BecomesReplacementCharacters) {
@@ -92,7 +86,7 @@ TEST(JsonWriterTest, InvalidUtf8BecomesReplacementCharacters) {
   json.BeginArray().String(bad).EndArray();
   const std::string text = std::move(json).Take();
   for (unsigned char c : text) EXPECT_LT(c, 0x80) << "raw invalid byte kept in " << text;
-  const std::string decoded = Parsed(text)[0].text;
+  const std::string decoded = ParseOrFail(text)[0].text;
   EXPECT_EQ(decoded.substr(0, 1), "a");
   EXPECT_NE(decoded.find("\xEF\xBF\xBD"), std::string::npos);  // U+FFFD
   EXPECT_NE(decoded.find('e'), std::string::npos);
@@ -108,7 +102,7 @@ TEST(JsonWriterTest, IntegersAreExactTo64Bits) {
       .EndArray();
   const std::string text = std::move(json).Take();
   EXPECT_EQ(text, "[18446744073709551615,-9223372036854775808,0,-1]\n");
-  EXPECT_EQ(Parsed(text)[0].Uint(), std::numeric_limits<std::uint64_t>::max());
+  EXPECT_EQ(ParseOrFail(text)[0].Uint(), std::numeric_limits<std::uint64_t>::max());
 }
 
 TEST(JsonWriterTest, DoublesReadBackEqualAndStayFloats) {
@@ -118,7 +112,7 @@ TEST(JsonWriterTest, DoublesReadBackEqualAndStayFloats) {
   for (double d : values) json.Double(d);
   json.Double(std::nan("")).Double(std::numeric_limits<double>::infinity()).EndArray();
   const std::string text = std::move(json).Take();
-  const JsonValue v = Parsed(text);
+  const JsonValue v = ParseOrFail(text);
   for (std::size_t i = 0; i < std::size(values); ++i) {
     EXPECT_EQ(v[i].Number(), values[i]) << v[i].text;
     EXPECT_NE(v[i].text.find_first_of(".eE"), std::string::npos) << v[i].text << " reads as int";
@@ -134,7 +128,7 @@ TEST(JsonWriterTest, OptionalFieldsAreNullWhenEmpty) {
       .Field("name", std::optional<std::string>{})
       .Field("set", std::optional<std::uint64_t>{7})
       .EndObject();
-  const JsonValue v = Parsed(std::move(json).Take());
+  const JsonValue v = ParseOrFail(std::move(json).Take());
   EXPECT_TRUE(v.Has("limit"));
   EXPECT_TRUE(v["limit"].is_null());
   EXPECT_TRUE(v["name"].is_null());

@@ -20,14 +20,7 @@ namespace {
 using testing::CountingDomain;
 using ::testing::HasSubstr;
 using testing::JsonValue;
-using testing::ParseJson;
-
-JsonValue Parsed(const std::string& text) {
-  std::string error;
-  std::optional<JsonValue> v = ParseJson(text, &error);
-  EXPECT_TRUE(v.has_value()) << error << " in:\n" << text;
-  return v.value_or(JsonValue{});
-}
+using testing::ParseOrFail;
 
 // `v[key]` is present and holds exactly `expected`.
 void ExpectUint(const JsonValue& v, const char* key, std::uint64_t expected) {
@@ -51,7 +44,7 @@ TEST(StatsJsonTest, ParsesAndHoldsEveryFieldOfARealPool) {
   for (const Block& b : blocks) ASSERT_TRUE(b);
 
   const PoolStats s = pool->GetStats();
-  const JsonValue v = Parsed(s.ToJson());
+  const JsonValue v = ParseOrFail(s.ToJson());
   ASSERT_EQ(v.type, JsonValue::Type::kObject);
 
   // Against the pool as configured...
@@ -128,7 +121,7 @@ TEST(StatsJsonTest, EachChunkCarriesTheKeysItsDomainsReturned) {
   o.domains = {a, b};
   auto pool = Pool::Create(o).value();
   const PoolStats s = pool->GetStats();
-  const JsonValue v = Parsed(s.ToJson());
+  const JsonValue v = ParseOrFail(s.ToJson());
   ASSERT_EQ(v["chunks"].array.size(), 3u);
   const std::shared_ptr<CountingDomain> domains[] = {a, b};
   for (std::size_t i = 0; i < 3; ++i) {
@@ -189,10 +182,10 @@ TEST(StatsDerivedTest, MemlockHeadroomIsLimitMinusTheFullerOfLockedAndPinned) {
   s.memlock_exempt = false;
   s.memlock_limit = SIZE_MAX;
   EXPECT_EQ(s.memlock_headroom(), std::nullopt);
-  const JsonValue v = Parsed(s.ToJson());
+  const JsonValue v = ParseOrFail(s.ToJson());
   EXPECT_TRUE(v["memlock_limit"].is_null()) << "unlimited must be null, not SIZE_MAX";
   EXPECT_TRUE(v["memlock_headroom"].is_null());
-  EXPECT_EQ(Parsed(MadeUp().ToJson())["memlock_headroom"].Uint(), 5 * kMiB);
+  EXPECT_EQ(ParseOrFail(MadeUp().ToJson())["memlock_headroom"].Uint(), 5 * kMiB);
 }
 
 TEST(StatsDerivedTest, FragmentationOfTheHeapAndOfWhatIsMapped) {
@@ -212,7 +205,7 @@ TEST(StatsDerivedTest, FragmentationOfTheHeapAndOfWhatIsMapped) {
 }
 
 TEST(StatsJsonTest, KeysAreNullWhereTheDomainKindHasNone) {
-  const JsonValue v = Parsed(MadeUp().ToJson());
+  const JsonValue v = ParseOrFail(MadeUp().ToJson());
   const JsonValue& regs = v["chunks"][0]["registrations"];
   ASSERT_EQ(regs.array.size(), 3u);
   for (const char* key : {"lkey", "rkey", "buffer_index"}) {
@@ -231,7 +224,7 @@ TEST(StatsJsonTest, KeysAreNullWhereTheDomainKindHasNone) {
 }
 
 TEST(StatsJsonTest, EmptyStatsAreValidJson) {
-  const JsonValue v = Parsed(PoolStats{}.ToJson());
+  const JsonValue v = ParseOrFail(PoolStats{}.ToJson());
   EXPECT_TRUE(v["chunks"].array.empty());
   EXPECT_TRUE(v["domains"].array.empty());
   EXPECT_EQ(v["heap_fragmentation"].Number(), 0);

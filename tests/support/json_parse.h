@@ -6,6 +6,8 @@
 #ifndef PINPOOL_TESTS_SUPPORT_JSON_PARSE_H_
 #define PINPOOL_TESTS_SUPPORT_JSON_PARSE_H_
 
+#include <gtest/gtest.h>
+
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
@@ -292,6 +294,14 @@ class Parser {
 // The document in `text`, or nullopt with the reason and offset in `*error`.
 inline std::optional<JsonValue> ParseJson(std::string_view text, std::string* error = nullptr) {
   return json_internal::Parser(text).Document(error);
+}
+
+// The parsed value of `text`, or a gtest failure naming the error (and an empty value).
+inline JsonValue ParseOrFail(const std::string& text) {
+  std::string error;
+  std::optional<JsonValue> v = ParseJson(text, &error);
+  EXPECT_TRUE(v.has_value()) << error << " in:\n" << text;
+  return v.value_or(JsonValue{});
 }
 
 }  // namespace pinpool::testing
