@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   std::fprintf(text, "pinpool %s demo\n\n", PINPOOL_VERSION_STRING);
   pinpool::PoolOptions options;
   absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs =
-      pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
+      pinpool::VerbsDomain::Open({.access = {.trusted_whole_chunk = {.read = true, .write = true}}});
   if (verbs.ok()) {
     std::fprintf(text, "domain: %s (verbs, remote read/write; fork mode %s)\n",
                  (*verbs)->name().c_str(), pinpool::ForkModeName(pinpool::QueryForkMode()));

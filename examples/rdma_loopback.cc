@@ -51,7 +51,7 @@ void PrintBlock(const char* name, const pinpool::Block& b) {
 int main() {
   // Peers may READ and WRITE this pool's memory; the default would be local access only.
   absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> domain =
-      pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
+      pinpool::VerbsDomain::Open({.access = {.trusted_whole_chunk = {.read = true, .write = true}}});
   if (!domain.ok()) {
     const absl::Status& s = domain.status();
     if (absl::IsNotFound(s) || absl::IsUnavailable(s) || absl::IsPermissionDenied(s)) {

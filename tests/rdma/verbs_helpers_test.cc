@@ -31,7 +31,7 @@ RegMrContext Context(bool unlimited) {
   RegMrContext c;
   c.domain = "rxe0/pd1";
   c.length = 4 * kMiB;
-  c.access = {.remote_read = true, .remote_write = true};
+  c.access = {.trusted_whole_chunk = {.read = true, .write = true}};
   c.live_regions = 7;
   c.max_mr = 524287;
   c.memlock.limit = unlimited ? SIZE_MAX : 64 * kKiB;
@@ -78,7 +78,8 @@ TEST(VerbsErrorsTest, OtherErrnosMapToTheirCodesAndSayWhatWasAsked) {
   const RegMrContext c = Context(false);
   const absl::Status inval = internal::RegMrFailed(EINVAL, c);
   EXPECT_TRUE(absl::IsInvalidArgument(inval)) << inval;
-  EXPECT_THAT(std::string(inval.message()), HasSubstr("local_write+remote_read+remote_write"));
+  EXPECT_THAT(std::string(inval.message()),
+              HasSubstr("local_write+trusted_whole_chunk.read+trusted_whole_chunk.write"));
   const absl::Status fault = internal::RegMrFailed(EFAULT, c);
   EXPECT_TRUE(absl::IsInvalidArgument(fault)) << fault;
   EXPECT_THAT(std::string(fault.message()), HasSubstr("not memory the kernel can pin"));
@@ -92,9 +93,9 @@ TEST(VerbsErrorsTest, OtherErrnosMapToTheirCodesAndSayWhatWasAsked) {
 
 TEST(VerbsAccessTest, DefaultIsLocalWriteOnlyAndRemoteRightsOnlyWhenAsked) {
   EXPECT_EQ(VerbsAccess{}.ibv_flags(), IBV_ACCESS_LOCAL_WRITE);
-  EXPECT_EQ((VerbsAccess{.remote_read = true}.ibv_flags()),
+  EXPECT_EQ((VerbsAccess{.trusted_whole_chunk = {.read = true}}.ibv_flags()),
             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-  EXPECT_EQ((VerbsAccess{.remote_write = true, .remote_atomic = true}.ibv_flags()),
+  EXPECT_EQ((VerbsAccess{.trusted_whole_chunk = {.write = true, .atomic = true}}.ibv_flags()),
             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
   EXPECT_EQ((VerbsAccess{.local_write = false}.ibv_flags()), 0);
   EXPECT_EQ((VerbsAccess{.on_demand = true}.ibv_flags()),
@@ -102,7 +103,7 @@ TEST(VerbsAccessTest, DefaultIsLocalWriteOnlyAndRemoteRightsOnlyWhenAsked) {
 }
 
 TEST(VerbsAccessTest, OnDemandPagingNeedsTheDevicesOdpForRcReadAndWrite) {
-  const VerbsAccess odp{.remote_read = true, .remote_write = true, .on_demand = true};
+  const VerbsAccess odp{.trusted_whole_chunk = {.read = true, .write = true}, .on_demand = true};
   VerbsDeviceCaps none;  // what rxe reports
   const absl::Status s = internal::CheckVerbsAccess(odp, none, "rxe0");
   EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
@@ -118,11 +119,13 @@ TEST(VerbsAccessTest, OnDemandPagingNeedsTheDevicesOdpForRcReadAndWrite) {
 
 TEST(VerbsAccessTest, AtomicsNeedTheCapabilityAndRemoteWritesNeedLocalWrite) {
   VerbsDeviceCaps no_atomics{.atomics = false};
-  const absl::Status a = internal::CheckVerbsAccess({.remote_atomic = true}, no_atomics, "dev0");
+  const absl::Status a =
+      internal::CheckVerbsAccess({.trusted_whole_chunk = {.atomic = true}}, no_atomics, "dev0");
   EXPECT_TRUE(absl::IsUnimplemented(a)) << a;
   EXPECT_THAT(std::string(a.message()), HasSubstr("IBV_ATOMIC_NONE"));
-  const absl::Status w = internal::CheckVerbsAccess({.local_write = false, .remote_write = true},
-                                                    VerbsDeviceCaps{.atomics = true}, "dev0");
+  const absl::Status w =
+      internal::CheckVerbsAccess({.local_write = false, .trusted_whole_chunk = {.write = true}},
+                                 VerbsDeviceCaps{.atomics = true}, "dev0");
   EXPECT_TRUE(absl::IsInvalidArgument(w)) << w;
   EXPECT_THAT(std::string(w.message()), HasSubstr("set VerbsAccess::local_write"));
 }
