@@ -237,9 +237,11 @@ absl::Status RcPair::PostRecv(Side side, const ibv_sge& local) {
 }
 
 absl::StatusOr<ibv_wc_status> RcPair::Send(Side from, const ibv_sge& local,
-                                           std::optional<std::uint32_t> invalidate_rkey) {
+                                           std::optional<std::uint32_t> invalidate_rkey,
+                                           unsigned send_flags) {
   ibv_sge sge = local;
   ibv_send_wr wr{};
+  wr.send_flags = send_flags;
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = invalidate_rkey ? IBV_WR_SEND_WITH_INV : IBV_WR_SEND;

@@ -64,9 +64,10 @@ class RcPair {
   // A receive of up to local.length bytes into `local` on `side`.
   absl::Status PostRecv(Side side, const ibv_sge& local);
   // A SEND of `local` from `from` (SEND_WITH_INV of `invalidate_rkey` when given), awaited. The
-  // other side needs a posted receive.
+  // other side needs a posted receive. `send_flags` adds IBV_SEND_* flags (IBV_SEND_FENCE).
   absl::StatusOr<ibv_wc_status> Send(Side from, const ibv_sge& local,
-                                     std::optional<std::uint32_t> invalidate_rkey = {});
+                                     std::optional<std::uint32_t> invalidate_rkey = {},
+                                     unsigned send_flags = 0);
   // The next receive completion on `side` (polling, offering other completions to the hook).
   absl::StatusOr<ibv_wc> WaitRecv(Side side);
   // Polls `side`'s completions (each offered to the hook, receives kept for WaitRecv) until

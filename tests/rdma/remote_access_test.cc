@@ -396,6 +396,9 @@ TEST_F(RemoteAccessTest, ThePeersSendWithInvalidateRevokesAWindowGrant) {
   EXPECT_EQ(s.peer_invalidations, 1u);
   EXPECT_EQ(s.local_invalidations, 0u);
   EXPECT_EQ(s.live, 0u);
+  EXPECT_THAT(server_->GetStats().ToString(),
+              HasSubstr("remote grants: 1 connections, 0 live, 0 revoking, 1 made (1 windows "
+                        "bound, 0 range regions); revoked by local invalidation 0, by the peer 1"));
   Fill(a.data(), a.size(), 3);
   ASSERT_WC(IBV_WC_REM_ACCESS_ERR, pair_->Write(Side::kB, PeerBuffer(8192, 4), g->remote()));
   EXPECT_EQ(FirstMismatch(a.data(), a.size(), 3), -1);

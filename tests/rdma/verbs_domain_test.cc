@@ -185,8 +185,9 @@ TEST_F(VerbsTest, OnDemandPagingOnADeviceWithoutItIsUnimplementedWithTheReason) 
 }
 
 TEST_F(VerbsTest, RemoteWriteWithoutLocalWriteIsRefusedAtOpen) {
-  const absl::StatusOr<std::shared_ptr<VerbsDomain>> d = VerbsDomain::Open(
-      {.device = domain_->device_name(), .access = {.local_write = false, .trusted_whole_chunk = {.write = true}}});
+  const absl::StatusOr<std::shared_ptr<VerbsDomain>> d =
+      VerbsDomain::Open({.device = domain_->device_name(),
+                         .access = {.local_write = false, .trusted_whole_chunk = {.write = true}}});
   EXPECT_TRUE(absl::IsInvalidArgument(d.status())) << d.status();
 }
 
