@@ -16,6 +16,7 @@
 
 #include "domain/verbs_access.h"
 #include "domain/verbs_errors.h"
+#include "domain/verbs_windows.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 #include "support/counting_domain.h"
@@ -132,6 +133,32 @@ TEST(VerbsAccessTest, AtomicsNeedTheCapabilityAndRemoteWritesNeedLocalWrite) {
 
 // ToSge and ToRemoteBuffer take exactly the block's address, size and the keys of the domain
 // asked for: checked against a fake domain's distinct keys, for domain 0 and domain 1.
+// The capability table behind GrantMechanism::kAuto: no type 2 windows names the capability;
+// rxe's windows are known not to enforce their bounds (and say why); other devices' do. rxe also
+// reports SEND_WITH_INV with the kernel's flag bit.
+TEST(WindowSupportTest, KautoUsesWindowsOnlyWhereTheyEnforceTheirBounds) {
+  VerbsDeviceCaps none{.windows_type2 = false};
+  const WindowSupport a = internal::WindowSupportOf(none);
+  EXPECT_FALSE(a.type2);
+  EXPECT_FALSE(a.bounds_enforced);
+  EXPECT_THAT(a.reason, HasSubstr("IBV_DEVICE_MEM_WINDOW_TYPE_2A"));
+  EXPECT_THAT(a.reason, HasSubstr("SR-IOV"));
+
+  VerbsDeviceCaps rxe{.vendor_id = 0xffffff, .windows_type2 = true};
+  const WindowSupport b = internal::WindowSupportOf(rxe);
+  EXPECT_TRUE(b.type2);
+  EXPECT_FALSE(b.bounds_enforced);
+  EXPECT_THAT(b.reason, HasSubstr("rxe"));
+  EXPECT_THAT(b.reason, HasSubstr("whole chunk"));
+  EXPECT_EQ(internal::WithInvalidateFlag(rxe), 1u << 2);
+
+  VerbsDeviceCaps mlx5{.vendor_id = 0x02c9, .windows_type2 = true};
+  const WindowSupport c = internal::WindowSupportOf(mlx5);
+  EXPECT_TRUE(c.type2 && c.bounds_enforced);
+  EXPECT_TRUE(c.reason.empty());
+  EXPECT_EQ(internal::WithInvalidateFlag(mlx5), static_cast<unsigned>(IBV_WC_WITH_INV));
+}
+
 TEST(VerbsHelpersTest, SgeAndRemoteBufferCarryTheBlocksAddressSizeAndKeys) {
   auto d0 = std::make_shared<testing::CountingDomain>("fake0");
   auto d1 = std::make_shared<testing::CountingDomain>("fake1");
