@@ -17,7 +17,7 @@ namespace pinpool::bench {
 // The domain, or null with *exit_code set to what main should return.
 inline std::shared_ptr<VerbsDomain> OpenVerbsOrExplain(const char* program, int* exit_code) {
   absl::StatusOr<std::shared_ptr<VerbsDomain>> domain =
-      VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
+      VerbsDomain::Open({.access = {.trusted_whole_chunk = {.read = true, .write = true}}});
   if (domain.ok()) return *std::move(domain);
   const char* required = std::getenv("PINPOOL_REQUIRE_RDMA");
   const bool must = required != nullptr && std::strcmp(required, "1") == 0;

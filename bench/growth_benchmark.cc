@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs =
-      pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
+      pinpool::VerbsDomain::Open({.access = {.trusted_whole_chunk = {.read = true, .write = true}}});
   if (verbs.ok()) {
     Domains().push_back({"verbs", *std::move(verbs)});
     benchmark::AddCustomContext("device", Domains().back().domain->name());

@@ -11,6 +11,8 @@
 #   ib_write_bw-SIZE-ROUND.txt  perftest's ib_write_bw on the same device, sizes and depths,
 #                            alternating with wire_benchmark round by round
 #   growth_verbs.json        growth_benchmark with the verbs domain
+#   remote_access.json       remote_access_benchmark (grants vs per-buffer registration and
+#                            chunk-wide keys)
 #   guest.txt                the guest's kernel, CPUs, memory and huge pages obtained
 # Nothing here needs cleaning up: the guest is thrown away when this exits.
 set -euo pipefail
@@ -80,6 +82,10 @@ for round in $(seq 1 $rounds); do
     wait $server || true
   done
 done
+
+echo "guest: remote_access_benchmark" >&2
+"$bench/remote_access_benchmark" "${common[@]}" --benchmark_min_time=$min_time \
+  --benchmark_out="$out/remote_access.json" --benchmark_out_format=json > /dev/null
 
 echo "guest: growth_benchmark (verbs)" >&2
 # Huge pages inside the guest (its own kernel; thrown away with it).

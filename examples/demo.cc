@@ -30,10 +30,11 @@ int main(int argc, char** argv) {
   if (text == nullptr) text = stderr;
   std::fprintf(text, "pinpool %s demo\n\n", PINPOOL_VERSION_STRING);
   pinpool::PoolOptions options;
-  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs =
-      pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
+  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs = pinpool::VerbsDomain::Open();
   if (verbs.ok()) {
-    std::fprintf(text, "domain: %s (verbs, remote read/write; fork mode %s)\n",
+    std::fprintf(text,
+                 "domain: %s (verbs, local access only: peers are granted single blocks; fork "
+                 "mode %s)\n",
                  (*verbs)->name().c_str(), pinpool::ForkModeName(pinpool::QueryForkMode()));
     options.domains.push_back(*verbs);
   } else {

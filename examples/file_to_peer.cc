@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   options.chunk_size = 4 * pinpool::kMiB;
   options.budget = 16 * pinpool::kMiB;
   options.domains.push_back(*ring);
-  auto verbs = pinpool::VerbsDomain::Open({.access = {.remote_write = true}});
+  auto verbs = pinpool::VerbsDomain::Open({.access = {.trusted_whole_chunk = {.write = true}}});
   if (verbs.ok()) {
     options.domains.push_back(*verbs);
   } else {

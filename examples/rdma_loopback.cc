@@ -1,8 +1,9 @@
 // RDMA between pool blocks using nothing but their keys: a pool registered with an RDMA device
 // (VerbsDomain), two RC queue pairs connected to each other (loopback, on one device), an RDMA
 // WRITE from one block into another and an RDMA READ back into a third. No ibv_reg_mr in sight:
-// the blocks come registered, ToSge gives the local side of a work request and ToRemoteBuffer
-// what a peer would be sent to address the block.
+// the blocks come registered, ToSge gives the local side of a work request, and a grant
+// (RemoteAccess) gives the peer access to exactly the target block, for as long as it is not
+// revoked. The chunk itself stays local-only: the peer can reach nothing else.
 //
 // The QP set-up is the tests' helper (tests/rdma/rc_pair.h): connecting QPs is the application's
 // business, not pinpool's.
@@ -17,6 +18,7 @@
 #include <string>
 
 #include "pinpool/pinpool.h"
+#include "pinpool/remote_access.h"
 #include "pinpool/verbs.h"
 #include "rc_pair.h"
 
@@ -42,16 +44,15 @@ int Fail(const char* what, const std::string& why) {
 }
 
 void PrintBlock(const char* name, const pinpool::Block& b) {
-  std::printf("  %-8s %p  %7zu B  chunk %u  lkey 0x%x  rkey 0x%x\n", name, b.data(), b.size(),
-              b.chunk().index, pinpool::ToUnderlying(b.lkey()), pinpool::ToUnderlying(b.rkey()));
+  std::printf("  %-8s %p  %7zu B  chunk %u  lkey 0x%x\n", name, b.data(), b.size(), b.chunk().index,
+              pinpool::ToUnderlying(b.lkey()));
 }
 
 }  // namespace
 
 int main() {
-  // Peers may READ and WRITE this pool's memory; the default would be local access only.
-  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> domain =
-      pinpool::VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
+  // Local access only (the default): peers get in through grants alone.
+  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> domain = pinpool::VerbsDomain::Open();
   if (!domain.ok()) {
     const absl::Status& s = domain.status();
     if (absl::IsNotFound(s) || absl::IsUnavailable(s) || absl::IsPermissionDenied(s)) {
@@ -90,9 +91,19 @@ int main() {
   std::memset(target.data(), 0, target.size());
   std::memset(readback.data(), 0, readback.size());
 
-  // What the peer would be sent over a control channel: address, rkey, length.
-  const pinpool::RemoteBuffer advertised = pinpool::ToRemoteBuffer(target);
-  std::printf("peer advertises: address 0x%llx rkey 0x%x length %u\n",
+  // QP B's peer (QP A, "the server") grants it the target block, and sends it what it needs
+  // over a control channel: address, rkey, length.
+  absl::StatusOr<std::unique_ptr<pinpool::RemoteAccess>> access =
+      pinpool::RemoteAccess::Create(**pool, (*pair)->qp(Side::kB));
+  if (!access.ok()) return Fail("RemoteAccess::Create", access.status().ToString());
+  (*pair)->SetCompletionHook(Side::kB, [&](const ibv_wc& c) { return (*access)->OnCompletion(c); });
+  absl::StatusOr<pinpool::RemoteGrant> grant =
+      (*access)->Grant(target, {.read = true, .write = true});
+  if (!grant.ok()) return Fail("granting the target", grant.status().ToString());
+  const pinpool::RemoteBuffer advertised = grant->remote();
+  std::printf("granted (%s, range %s): address 0x%llx rkey 0x%x length %u\n",
+              pinpool::GrantMechanismName(grant->mechanism),
+              grant->range_enforced ? "enforced" : "NOT enforced by this device",
               static_cast<unsigned long long>(advertised.address),
               pinpool::ToUnderlying(advertised.rkey), advertised.length);
 
@@ -104,8 +115,8 @@ int main() {
   }
   std::printf("RDMA WRITE: target now says \"%s\"\n", static_cast<const char*>(target.data()));
 
-  // And back: the other QP READs the target into a third block.
-  wc = (*pair)->Read(Side::kB, pinpool::ToSge(readback), pinpool::ToRemoteBuffer(target));
+  // And back: the peer READs the target into a third block.
+  wc = (*pair)->Read(Side::kA, pinpool::ToSge(readback), advertised);
   if (!wc.ok()) return Fail("RDMA READ", wc.status().ToString());
   if (*wc != IBV_WC_SUCCESS) return Fail("RDMA READ completed with", ibv_wc_status_str(*wc));
   if (std::memcmp(readback.data(), kMessage, sizeof(kMessage)) != 0) {
@@ -113,10 +124,21 @@ int main() {
   }
   std::printf("RDMA READ: readback block matches, byte for byte\n");
 
-  (*pool)->Deallocate(source);
+  // Freeing the target revokes the grant; the block is reused only once that has completed.
   (*pool)->Deallocate(target);
+  const absl::Status revoked =
+      (*pair)->PollUntil(Side::kB, [&] { return (*access)->Ended(*grant); });
+  if (!revoked.ok()) return Fail("waiting for the revocation", revoked.ToString());
+  std::printf("freed the target: grant revoked, the block may be reused\n");
+  access->reset();
+  (*pool)->Deallocate(source);
   (*pool)->Deallocate(readback);
-  std::printf("rdma_loopback: OK (%llu registrations for the whole run: one per chunk)\n",
-              static_cast<unsigned long long>((*domain)->total_registrations()));
+  const pinpool::GrantStats g = (*pool)->GetStats().grants;
+  std::printf(
+      "rdma_loopback: OK (%llu chunk registrations for the whole run; the grant took %llu range "
+      "regions, %llu window binds)\n",
+      static_cast<unsigned long long>((*domain)->total_registrations()),
+      static_cast<unsigned long long>(g.region_registrations),
+      static_cast<unsigned long long>(g.window_binds));
   return 0;
 }

@@ -14,7 +14,7 @@
 # On the host: alloc_compare_benchmark (allocation fast path), growth_benchmark (host mlock and
 # io_uring), overhead_benchmark. In ONE soft-RoCE guest (scripts/softroce/run-in-guest.sh):
 # bench/guest-benchmarks.sh (rdma_ready_benchmark, wire_benchmark, perftest's ib_write_bw,
-# growth_benchmark on verbs). Then bench/report.py writes the page and plots them with gnuplot.
+# remote_access_benchmark, growth_benchmark on verbs). Then bench/report.py writes the page and plots them with gnuplot.
 #
 # Huge pages: sets /proc/sys/vm/nr_hugepages (2 MiB) and one 1 GiB page for the growth runs and
 # restores both on exit, however it exits. Needs root for that (else the hugetlb rows report the
@@ -80,7 +80,7 @@ trap restore_hugepages EXIT INT TERM HUP
 
 # --- build -------------------------------------------------------------------------------------
 targets=(alloc_compare_benchmark rdma_ready_benchmark wire_benchmark growth_benchmark
-         overhead_benchmark)
+         overhead_benchmark remote_access_benchmark)
 log "building ${targets[*]} in $build_dir from $source_dir"
 cmake -S "$source_dir" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPINPOOL_BUILD_EXAMPLES=OFF > "$out/cmake.log"

@@ -35,8 +35,11 @@ namespace pinpool {
 
 namespace internal {
 class Arena;
+class GrantRegistry;
 class Heap;
 }  // namespace internal
+
+class RemoteAccess;
 
 class Pool {
  public:
@@ -46,8 +49,10 @@ class Pool {
   static absl::StatusOr<std::unique_ptr<Pool>> Create(PoolOptions options);
 
   // Deregisters and unmaps everything the pool created. Blocks still live become invalid (with
-  // PoolOptions::debug_checks, a warning on stderr counts them). Using the pool afterwards is
-  // undefined, like any destroyed object; while its memory is not reused, calls abort saying so.
+  // PoolOptions::debug_checks, a warning on stderr counts them). Every RemoteAccess on the pool
+  // must be destroyed first (else this aborts saying so: peers could still reach the memory). Using
+  // the pool afterwards is undefined, like any destroyed object; while its memory is not reused,
+  // calls abort saying so.
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
@@ -60,7 +65,9 @@ class Pool {
   Block Allocate(std::size_t size) noexcept;
 
   // Frees a block from Allocate/Reallocate. An empty block is ignored. Aborts on a double free
-  // or a pointer that is not a block's start (see docs/robustness.md for what is caught).
+  // or a pointer that is not a block's start (see docs/robustness.md for what is caught). A
+  // block a remote grant can still reach (pinpool/remote_access.h) is not reused at once: its
+  // grants' revocation starts and the block is held until every one has completed.
   void Deallocate(const Block& block) noexcept;
   // Frees by address and the size it was allocated (or last reallocated) with: as fast as
   // freeing the Block. Null is ignored; size 0 means unknown (as the next overload).
@@ -71,7 +78,8 @@ class Pool {
 
   // Resizes in place when it can, else moves the contents to a new block (aligned to 16 bytes;
   // a larger alignment the block was allocated with is not kept). On failure returns an empty
-  // Block and leaves `block` allocated and unchanged. An empty `block` allocates.
+  // Block and leaves `block` allocated and unchanged. An empty `block` allocates. A block a
+  // remote grant reaches is never resized (empty Block): revoke its grants first.
   Block Reallocate(const Block& block, std::size_t new_size) noexcept;
   // The same by address alone (C-style). Null allocates.
   Block Reallocate(void* data, std::size_t new_size) noexcept;
@@ -97,6 +105,8 @@ class Pool {
   std::size_t max_block_size() const noexcept;
 
  private:
+  friend class RemoteAccess;  // grants keep their bookkeeping in grants_
+
   Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Heap> heap);
   Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;
   void DeallocateSlow(void* data, std::size_t size) noexcept;
@@ -108,6 +118,7 @@ class Pool {
 
   std::unique_ptr<internal::Arena> arena_;
   std::unique_ptr<internal::Heap> heap_;
+  std::unique_ptr<internal::GrantRegistry> grants_;
   // Copies of the heap's id and free-mark secret and of the arena's chunk map, so the fast path
   // reads one cache line of the Pool instead of chasing into the Heap and the Arena. The
   // destructor sets heap_id_ to a dead id and range_size_ to 0, so that a call through a

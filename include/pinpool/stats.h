@@ -34,6 +34,29 @@ struct ChunkStats {
   std::vector<Keys> keys;
 };
 
+// Remote grants of one pool (pinpool/remote_access.h), over all its RemoteAccess objects.
+struct GrantStats {
+  std::uint64_t connections = 0;             // RemoteAccess objects alive
+  std::uint64_t live = 0;                    // grants a peer may use now
+  std::uint64_t revoking = 0;                // window invalidations posted, not yet confirmed
+  std::uint64_t grants = 0;                  // grants made, ever
+  std::uint64_t window_binds = 0;            // of which memory windows bound
+  std::uint64_t region_registrations = 0;    // of which range regions registered
+  std::uint64_t local_invalidations = 0;     // window invalidations confirmed (LOCAL_INV)
+  std::uint64_t peer_invalidations = 0;      // windows the peer invalidated (SEND_WITH_INV)
+  std::uint64_t region_deregistrations = 0;  // range regions deregistered
+  std::uint64_t windows_discarded = 0;       // bound windows deallocated to revoke them at once
+  std::uint64_t held_blocks = 0;             // freed while a grant reached them: held until it ends
+  std::uint64_t held_bytes = 0;
+  std::uint64_t held_ever = 0;  // blocks ever held
+  // The window pools of the pool's verbs domains (a domain's pool is shared by every pool and
+  // connection on it):
+  std::uint64_t windows = 0;                    // type 2 windows allocated
+  std::uint64_t windows_idle = 0;               // of which idle (unbound, ready for a grant)
+  std::uint64_t window_allocations = 0;         // ibv_alloc_mw calls, ever
+  std::uint64_t window_growth_allocations = 0;  // of which on the grant path (a pool ran short)
+};
+
 struct PoolStats {
   std::size_t reserved_bytes = 0;   // virtual address range set aside (no memory behind it)
   std::size_t mapped_bytes = 0;     // chunks mapped
@@ -50,6 +73,7 @@ struct PoolStats {
   bool memlock_exempt = false;          // CAP_IPC_LOCK: the limit does not apply
   std::vector<ChunkStats> chunks;
   std::vector<DomainStats> domains;
+  GrantStats grants;
 
   // Derived figures (computed from the fields above, nothing more is measured):
   // RLIMIT_MEMLOCK headroom: the limit minus what is locked or pinned already, whichever is more

@@ -3,8 +3,11 @@
 //
 // A VerbsDomain registers each chunk of every pool it serves as ONE memory region (ibv_reg_mr)
 // with the access rights of its VerbsAccess, so every block of the chunk carries that region's
-// lkey and rkey (Block::lkey(d), Block::rkey(d)). It either owns its device context and a PD it
-// allocated (Open) or uses the application's PD (Wrap), which must then outlive it.
+// lkey (Block::lkey(d)). By default the region allows local access only; peers are granted one
+// block at a time (pinpool/remote_access.h). Chunk-wide remote rights, where the chunk's rkey
+// (Block::rkey(d)) opens the whole chunk, are an explicit opt-in for trusted peers.
+// A domain either owns its device context and a PD it allocated (Open) or uses the
+// application's PD (Wrap), which must then outlive it.
 //
 // Thread safety: Register and Deregister may be called from any thread at once (libibverbs'
 // calls are thread-safe and the counters are atomic), so one domain may serve several pools.
@@ -30,22 +33,53 @@
 
 namespace pinpool {
 
-// What the device may do with a domain's registrations. The default is local write only: a
-// peer cannot touch the memory until the application grants remote access explicitly.
+// Remote operations a peer may perform on memory: RDMA READ, RDMA WRITE, atomics (compare-and-
+// swap, fetch-and-add). Used for per-block grants (pinpool/remote_access.h) and, for trusted
+// peers only, for whole chunks (VerbsAccess::trusted_whole_chunk).
+struct RemoteRights {
+  bool read = false;
+  bool write = false;
+  bool atomic = false;
+  bool any() const noexcept { return read || write || atomic; }
+};
+
+// What the device may do with a domain's chunk registrations. The default is local access only:
+// no peer can touch a chunk through the chunk's own region. Peers get access to one block (or a
+// range of one) at a time through grants (pinpool::RemoteAccess), which are revoked before the
+// memory is reused; the chunk regions are registered so that grants can bind memory windows
+// over them (IBV_ACCESS_MW_BIND, where the device has type 2 windows).
 struct VerbsAccess {
-  // The device writes into the memory (RECV, RDMA READ responses). Required by remote_write
-  // and remote_atomic.
+  // The device writes into the memory (RECV, RDMA READ responses). Required for any remote
+  // write or atomic right, whether granted per block or chunk-wide.
   bool local_write = true;
-  bool remote_read = false;    // peers may RDMA READ
-  bool remote_write = false;   // peers may RDMA WRITE
-  bool remote_atomic = false;  // peers may compare-and-swap / fetch-and-add
+  // DANGER, for trusted peers only: remote rights on each chunk's own region. The rkey of any
+  // block (ToRemoteBuffer) is then the chunk's: a peer that learns it can read or write EVERY
+  // block of the chunk (other requests', other peers', the application's own data: tens of
+  // MiB), and keeps that access for as long as the pool lives, because freeing a block revokes
+  // nothing. A block freed and handed out again is still reachable through the old key: the
+  // stale-registration failure, from the remote side. Use per-block grants unless every peer is
+  // part of the application's own trust domain. docs/remote-access.md weighs the two.
+  RemoteRights trusted_whole_chunk = {};
   // On-demand paging: the device faults pages in instead of pinning them. Only devices with ODP
   // for RC READ and WRITE (ibv_query_device_ex odp_caps) accept it; others (rxe, most NICs
   // without ODP) make Open/Wrap fail with kUnimplemented.
   bool on_demand = false;
 
-  // The IBV_ACCESS_* bits for ibv_reg_mr.
+  // The IBV_ACCESS_* bits for a chunk's region (without IBV_ACCESS_MW_BIND, which the domain
+  // adds when the device has type 2 windows).
   int ibv_flags() const noexcept;
+};
+
+// What a device offers per-block grants (pinpool/remote_access.h): type 2 memory windows, and
+// whether it keeps a peer inside a bound window's range. A window whose bounds are not enforced
+// still revokes (after invalidation its rkey is refused) and is still bound to one connection,
+// but while it is valid a peer can reach the whole region beneath it: the whole chunk.
+struct WindowSupport {
+  bool type2 = false;            // IBV_DEVICE_MEM_WINDOW_TYPE_2A or _2B
+  bool bounds_enforced = false;  // accesses outside a bound window are refused
+  // Why not, when either is false: the missing capability, or the known defect of the device's
+  // provider (pinpool keeps a table of those: docs/remote-access.md).
+  std::string reason = {};
 };
 
 struct VerbsOptions {
@@ -56,6 +90,11 @@ struct VerbsOptions {
   std::string device = {};
   VerbsAccess access = {};
 };
+
+namespace internal {
+class WindowPool;
+struct VerbsDomainInternals;
+}  // namespace internal
 
 class VerbsDomain final : public Domain {
  public:
@@ -98,10 +137,14 @@ class VerbsDomain final : public Domain {
   std::uint64_t live_registrations() const noexcept { return live_.load(); }
   std::uint64_t total_registrations() const noexcept { return total_.load(); }
   std::uint64_t failed_deregistrations() const noexcept { return failed_deregs_.load(); }
+  // Type 2 memory windows on this device, as grants use them (WindowSupport).
+  const WindowSupport& windows() const noexcept { return windows_; }
 
  private:
+  friend struct internal::VerbsDomainInternals;
   VerbsDomain(ibv_context* context, ibv_pd* pd, bool owned, std::string device_name,
-              const VerbsAccess& access, std::uint64_t max_mr_size, std::uint32_t max_mr);
+              const VerbsAccess& access, std::uint64_t max_mr_size, std::uint32_t max_mr,
+              WindowSupport windows, std::uint32_t max_mw);
 
   ibv_context* const context_;
   ibv_pd* const pd_;
@@ -114,6 +157,10 @@ class VerbsDomain final : public Domain {
   std::atomic<std::uint64_t> live_{0};
   std::atomic<std::uint64_t> total_{0};
   std::atomic<std::uint64_t> failed_deregs_{0};
+  const WindowSupport windows_;
+  // Idle type 2 windows of pd_, shared by every grant on this domain (created when the domain
+  // has type 2 windows).
+  std::unique_ptr<internal::WindowPool> window_pool_;
 };
 
 // A block as one scatter/gather entry for a local work request, with the lkey of the pool's
@@ -131,15 +178,20 @@ inline ibv_sge ToSge(const Location& at, std::uint32_t length, std::size_t domai
                  .lkey = ToUnderlying(at.lkey(domain))};
 }
 
-// What a peer needs to RDMA READ or WRITE a block: send it over your control channel. The
-// address is the block's own virtual address, because ibv_reg_mr registers a chunk with its
-// virtual address as the I/O address: the peer puts it in wr.rdma.remote_addr as is (no offset
-// arithmetic), and any address inside the block works the same way.
+// What a peer needs to RDMA READ or WRITE remote memory: send it over your control channel. The
+// address is the memory's own virtual address, because pinpool registers with the virtual
+// address as the I/O address: the peer puts it in wr.rdma.remote_addr as is (no offset
+// arithmetic). A grant (RemoteGrant::remote()) gives one for exactly the granted range.
 struct RemoteBuffer {
   std::uint64_t address = 0;
   RKey rkey{};
   std::uint32_t length = 0;
 };
+// A block with its CHUNK's rkey: only meaningful when the domain was opened with
+// VerbsAccess::trusted_whole_chunk rights (otherwise the chunk region has no remote rights and
+// any peer access is refused), and then it opens the whole chunk to the peer for the pool's
+// lifetime, whatever `length` says. For any peer that is not fully trusted, grant the block
+// instead (RemoteAccess::Grant).
 inline RemoteBuffer ToRemoteBuffer(const Block& block, std::size_t domain = 0) noexcept {
   return RemoteBuffer{.address = reinterpret_cast<std::uintptr_t>(block.data()),
                       .rkey = block.rkey(domain),

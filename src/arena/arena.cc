@@ -74,11 +74,11 @@ Arena::Arena(PoolOptions options, os::Range range, std::size_t max_chunks)
       base_(reinterpret_cast<std::uintptr_t>(range.base)),
       chunk_shift_(static_cast<unsigned>(std::countr_zero(options_.chunk_size))),
       max_chunks_(max_chunks),
-      table_(new std::atomic<const ChunkInfo*>[max_chunks]),
+      table_(new std::atomic<std::uintptr_t>[max_chunks]),
       carved_end_(new std::atomic<std::size_t>[max_chunks]),
       domain_counters_(options_.domains.size()) {
   for (std::size_t i = 0; i < max_chunks_; ++i) {
-    table_[i].store(nullptr, std::memory_order_relaxed);
+    table_[i].store(kSlowFreeTag, std::memory_order_relaxed);
     carved_end_[i].store(0, std::memory_order_relaxed);
   }
   chunks_.reserve(max_chunks_);
@@ -88,7 +88,7 @@ Arena::~Arena() {
   MutexLock lock(&mu_);
   for (auto it = chunks_.rbegin(); it != chunks_.rend(); ++it) {
     ChunkInfo& c = **it;
-    table_[c.index].store(nullptr, std::memory_order_release);
+    table_[c.index].store(kSlowFreeTag, std::memory_order_release);
     for (std::size_t d = c.domain_count; d-- > 0;) options_.domains[d]->Deregister(c.keys[d]);
   }
   const std::size_t chunk_bytes = chunks_.size() * options_.chunk_size;
@@ -154,10 +154,21 @@ absl::Status Arena::GrowLocked() {
     os::UnmapChunk(at, size);
     return s;
   }
-  table_[chunk->index].store(chunk.get(), std::memory_order_release);
+  table_[chunk->index].store(reinterpret_cast<std::uintptr_t>(chunk.get()),
+                             std::memory_order_release);
   chunks_.push_back(std::move(chunk));
   carved_.push_back(0);
   return absl::OkStatus();
+}
+
+void Arena::SetGranted(const void* p, bool granted) noexcept {
+  const std::uintptr_t index = (reinterpret_cast<std::uintptr_t>(p) - base_) >> chunk_shift_;
+  PINPOOL_DCHECK(index < max_chunks_ && EntryChunk(table_[index].load()) != nullptr);
+  if (granted) {
+    table_[index].fetch_or(kSlowFreeTag, std::memory_order_release);
+  } else {
+    table_[index].fetch_and(~kSlowFreeTag, std::memory_order_release);
+  }
 }
 
 void* Arena::Carve(std::size_t size, std::size_t alignment) {

@@ -9,8 +9,15 @@
 // The heap asks for space with Carve(): first fit over the unused tails of the chunks, growing
 // when none fits. Carved space is never taken back, so it is always fresh (zero) memory.
 //
+// The chunk table's entries are the ChunkInfo's address, with bit 0 (kSlowFreeTag) set while the
+// pool has remotely granted blocks in the chunk; an unmapped chunk's entry is the tag alone. So
+// the pool's fast free path needs only the entry it loads anyway, and one bit test, to send
+// every free that needs more (foreign memory, granted blocks: pool/grant_registry.h) to its
+// slow path.
+//
 // Thread safety: ChunkOf/SameChunk/Carved are lock-free and may race with growth. Carve, Reserve
-// and the stats take `mu_`. Published ChunkInfo records are immutable.
+// and the stats take `mu_`. Published ChunkInfo records are immutable. SetGranted is called
+// under the pool's grant lock.
 #ifndef PINPOOL_ARENA_ARENA_H_
 #define PINPOOL_ARENA_ARENA_H_
 
@@ -39,18 +46,30 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
+  // Bit 0 of a chunk table entry: frees in the chunk take the slow path (set while the chunk
+  // holds granted blocks, and in the entries of chunks not mapped).
+  static constexpr std::uintptr_t kSlowFreeTag = 1;
+  static const ChunkInfo* EntryChunk(std::uintptr_t entry) noexcept {
+    return reinterpret_cast<const ChunkInfo*>(entry & ~kSlowFreeTag);
+  }
+
   // The chunk holding `p`, or null when `p` is not inside a mapped chunk of this arena.
-  const ChunkInfo* ChunkOf(const void* p) const noexcept {
+  const ChunkInfo* ChunkOf(const void* p) const noexcept { return EntryChunk(EntryOf(p)); }
+  // The raw table entry for `p` (kSlowFreeTag alone outside mapped chunks).
+  std::uintptr_t EntryOf(const void* p) const noexcept {
     const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(p) - base_;
     const std::uintptr_t index = off >> chunk_shift_;
-    if (index >= max_chunks_) return nullptr;
+    if (index >= max_chunks_) return kSlowFreeTag;
     return table_[index].load(std::memory_order_acquire);
   }
+  // Sets or clears the granted tag of the mapped chunk holding `p`.
+  void SetGranted(const void* p, bool granted) noexcept;
+
   // The chunk map, for callers that keep a copy next to their own hot data (the pool).
   std::uintptr_t range_base() const noexcept { return base_; }
   std::size_t range_size() const noexcept { return max_chunks_ << chunk_shift_; }
   unsigned chunk_shift() const noexcept { return chunk_shift_; }
-  const std::atomic<const ChunkInfo*>* chunk_table() const noexcept { return table_.get(); }
+  const std::atomic<std::uintptr_t>* chunk_table() const noexcept { return table_.get(); }
 
   bool SameChunk(const void* a, const void* b) const noexcept {
     return ((reinterpret_cast<std::uintptr_t>(a) - base_) >> chunk_shift_) ==
@@ -98,7 +117,7 @@ class Arena {
   const std::uintptr_t base_;
   const unsigned chunk_shift_;
   const std::size_t max_chunks_;
-  const std::unique_ptr<std::atomic<const ChunkInfo*>[]> table_;
+  const std::unique_ptr<std::atomic<std::uintptr_t>[]> table_;
   // carved_ again, readable without the lock (written under it).
   const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
 

@@ -59,6 +59,13 @@ bool HasActivePort(ibv_context* context, std::string& states) {
   return false;
 }
 
+void FillWindowCaps(const ibv_device_attr& attr, VerbsDeviceCaps& caps) {
+  caps.vendor_id = attr.vendor_id;
+  caps.windows_type2 = (attr.device_cap_flags &
+                        (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
+  caps.max_mw = static_cast<std::uint32_t>(attr.max_mw);
+}
+
 }  // namespace
 
 absl::StatusOr<ibv_context*> OpenVerbsDevice(const std::string& name) {
@@ -130,6 +137,7 @@ absl::StatusOr<VerbsDeviceCaps> QueryVerbsCaps(ibv_context* context) {
     caps.atomics = ex.orig_attr.atomic_cap != IBV_ATOMIC_NONE;
     caps.odp = (ex.odp_caps.general_caps & IBV_ODP_SUPPORT) != 0;
     caps.rc_odp_caps = ex.odp_caps.per_transport_caps.rc_odp_caps;
+    FillWindowCaps(ex.orig_attr, caps);
     return caps;
   }
   // Providers without the extended query have no ODP either: the basic query says the rest.
@@ -142,6 +150,7 @@ absl::StatusOr<VerbsDeviceCaps> QueryVerbsCaps(ibv_context* context) {
   caps.max_mr_size = attr.max_mr_size;
   caps.max_mr = static_cast<std::uint32_t>(attr.max_mr);
   caps.atomics = attr.atomic_cap != IBV_ATOMIC_NONE;
+  FillWindowCaps(attr, caps);
   return caps;
 }
 

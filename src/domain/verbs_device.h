@@ -22,6 +22,9 @@ struct VerbsDeviceCaps {
   bool atomics = false;           // atomic_cap is not IBV_ATOMIC_NONE
   bool odp = false;               // odp_caps.general_caps has IBV_ODP_SUPPORT
   std::uint32_t rc_odp_caps = 0;  // odp_caps.per_transport_caps.rc_odp_caps (IBV_ODP_SUPPORT_*)
+  std::uint32_t vendor_id = 0;    // IEEE OUI of the vendor; 0xffffff for soft-RoCE (rxe)
+  bool windows_type2 = false;     // device_cap_flags has IBV_DEVICE_MEM_WINDOW_TYPE_2A or _2B
+  std::uint32_t max_mw = 0;       // memory windows the device allows
 };
 
 // Opens the device named `name`, or when `name` is empty the first one with an ACTIVE port.

@@ -18,6 +18,7 @@
 #include "domain/verbs_access.h"
 #include "domain/verbs_device.h"
 #include "domain/verbs_errors.h"
+#include "domain/verbs_windows.h"
 #include "os/os.h"
 #include "pinpool/verbs.h"
 #include "util/bytes.h"
@@ -58,9 +59,9 @@ absl::StatusOr<std::shared_ptr<VerbsDomain>> VerbsDomain::Open(const VerbsOption
         "share one VerbsDomain between pools instead of opening one per pool",
         device, std::strerror(err)));
   }
-  return std::shared_ptr<VerbsDomain>(new VerbsDomain(context, pd, /*owned=*/true,
-                                                      std::move(device), options.access,
-                                                      caps->max_mr_size, caps->max_mr));
+  return std::shared_ptr<VerbsDomain>(new VerbsDomain(
+      context, pd, /*owned=*/true, std::move(device), options.access, caps->max_mr_size,
+      caps->max_mr, internal::WindowSupportOf(*caps), caps->max_mw));
 }
 
 absl::StatusOr<std::shared_ptr<VerbsDomain>> VerbsDomain::Wrap(ibv_pd* pd,
@@ -68,12 +69,14 @@ absl::StatusOr<std::shared_ptr<VerbsDomain>> VerbsDomain::Wrap(ibv_pd* pd,
   if (pd == nullptr) return absl::InvalidArgumentError("VerbsDomain::Wrap was given a null ibv_pd");
   std::string device = ibv_get_device_name(pd->context->device);
   PINPOOL_ASSIGN_OR_RETURN(internal::VerbsDeviceCaps caps, Admit(pd->context, access, device));
-  return std::shared_ptr<VerbsDomain>(new VerbsDomain(
-      pd->context, pd, /*owned=*/false, std::move(device), access, caps.max_mr_size, caps.max_mr));
+  return std::shared_ptr<VerbsDomain>(
+      new VerbsDomain(pd->context, pd, /*owned=*/false, std::move(device), access, caps.max_mr_size,
+                      caps.max_mr, internal::WindowSupportOf(caps), caps.max_mw));
 }
 
 VerbsDomain::VerbsDomain(ibv_context* context, ibv_pd* pd, bool owned, std::string device_name,
-                         const VerbsAccess& access, std::uint64_t max_mr_size, std::uint32_t max_mr)
+                         const VerbsAccess& access, std::uint64_t max_mr_size, std::uint32_t max_mr,
+                         WindowSupport windows, std::uint32_t max_mw)
     : context_(context),
       pd_(pd),
       owned_(owned),
@@ -82,9 +85,13 @@ VerbsDomain::VerbsDomain(ibv_context* context, ibv_pd* pd, bool owned, std::stri
                             next_domain_number.fetch_add(1))),
       access_(access),
       max_mr_size_(max_mr_size),
-      max_mr_(max_mr) {}
+      max_mr_(max_mr),
+      windows_(std::move(windows)),
+      window_pool_(windows_.type2 ? std::make_unique<internal::WindowPool>(pd, max_mw, name_)
+                                  : nullptr) {}
 
 VerbsDomain::~VerbsDomain() {
+  window_pool_.reset();  // windows belong to pd_: deallocated before it
   if (const std::uint64_t live = live_.load(); live != 0) {
     std::fprintf(stderr, "pinpool: verbs domain %s destroyed with %llu regions still registered\n",
                  name_.c_str(), static_cast<unsigned long long>(live));
@@ -107,7 +114,10 @@ VerbsDomain::~VerbsDomain() {
 absl::StatusOr<Keys> VerbsDomain::Register(void* base, std::size_t length) {
   PINPOOL_RETURN_IF_ERROR(internal::CheckRegionSize(length, max_mr_size_, name_));
   errno = 0;
-  ibv_mr* mr = ibv_reg_mr(pd_, base, length, access_.ibv_flags());
+  // With type 2 windows, grants bind windows over the chunk's region, which needs MW_BIND (and
+  // nothing else: the region itself keeps no remote rights unless trusted_whole_chunk asks).
+  const int flags = access_.ibv_flags() | (windows_.type2 ? IBV_ACCESS_MW_BIND : 0);
+  ibv_mr* mr = ibv_reg_mr(pd_, base, length, flags);
   if (mr == nullptr) {
     const int err = errno != 0 ? errno : EINVAL;  // some providers forget errno
     internal::RegMrContext context{.domain = name_,

@@ -21,9 +21,9 @@ namespace {
 std::string AccessNames(const VerbsAccess& a) {
   std::vector<const char*> names;
   if (a.local_write) names.push_back("local_write");
-  if (a.remote_read) names.push_back("remote_read");
-  if (a.remote_write) names.push_back("remote_write");
-  if (a.remote_atomic) names.push_back("remote_atomic");
+  if (a.trusted_whole_chunk.read) names.push_back("trusted_whole_chunk.read");
+  if (a.trusted_whole_chunk.write) names.push_back("trusted_whole_chunk.write");
+  if (a.trusted_whole_chunk.atomic) names.push_back("trusted_whole_chunk.atomic");
   if (a.on_demand) names.push_back("on_demand");
   if (names.empty()) return "read-only";
   return absl::StrJoin(names, "+");

@@ -6,7 +6,10 @@
 #include <utility>
 
 #include "arena/arena.h"
+#include "domain/verbs_windows.h"
 #include "heap/heap.h"
+#include "pinpool/verbs.h"
+#include "pool/grant_registry.h"
 #include "util/bytes.h"
 #include "util/check.h"
 #include "util/status_macros.h"
@@ -28,6 +31,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
 Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Heap> heap)
     : arena_(std::move(arena)),
       heap_(std::move(heap)),
+      grants_(std::make_unique<internal::GrantRegistry>(arena_.get())),
       heap_id_(heap_->id()),
       secret_(heap_->secret()),
       range_base_(arena_->range_base()),
@@ -37,11 +41,15 @@ Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Hea
 
 namespace {
 
-// The chunk of a pointer known to lie in the pool's range (a block from the heap).
+// The chunk table entry of a pointer known to lie in the pool's range (internal::Arena: the
+// ChunkInfo's address, bit 0 set while frees there need the slow path).
+std::uintptr_t EntryInRange(const void* table, std::uintptr_t base, unsigned shift, const void* p) {
+  const auto* t = static_cast<const std::atomic<std::uintptr_t>*>(table);
+  return t[(reinterpret_cast<std::uintptr_t>(p) - base) >> shift].load(std::memory_order_acquire);
+}
 const ChunkInfo* ChunkInRange(const void* table, std::uintptr_t base, unsigned shift,
                               const void* p) {
-  const auto* t = static_cast<const std::atomic<const ChunkInfo*>*>(table);
-  return t[(reinterpret_cast<std::uintptr_t>(p) - base) >> shift].load(std::memory_order_acquire);
+  return internal::Arena::EntryChunk(EntryInRange(table, base, shift, p));
 }
 
 // A store the compiler must not drop as dead, though the object is being destroyed.
@@ -57,9 +65,14 @@ void StoreForLater(T& field, T value) {
 // slow path's CheckAlive, as long as the Pool's own memory has not been reused. heap_ goes first:
 // jemalloc lets go of the chunks before they are unmapped.
 Pool::~Pool() {
+  PINPOOL_CHECK(grants_->holders() == 0,
+                "pool %p destroyed while %zu RemoteAccess objects still use it: destroy them "
+                "first (a peer could still reach the pool's memory)",
+                static_cast<const void*>(this), grants_->holders());
   StoreForLater(heap_id_, internal::Heap::kDeadId);
   StoreForLater(range_size_, std::size_t{0});
   StoreForLater(alive_, kDestroyed);
+  grants_.reset();
   heap_.reset();
   arena_.reset();
 }
@@ -110,13 +123,15 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
 void Pool::Deallocate(const Block& block) noexcept { Deallocate(block.data(), block.size()); }
 
 void Pool::Deallocate(void* data, std::size_t size) noexcept {
-  // The fast path's checks: 16-byte aligned, in a mapped chunk of this pool (one load, like
-  // Allocate's), and not already free (the free mark, in TryFreeCached). What fails any of them
-  // goes to the slow path, which aborts naming the rule.
+  // The fast path's checks: 16-byte aligned, in a mapped chunk of this pool without granted
+  // blocks (one load, like Allocate's: a chunk table entry with bit 0 clear), and not already
+  // free (the free mark, in TryFreeCached). What fails any of them goes to the slow path, which
+  // holds granted blocks and aborts on misuse naming the rule.
   const auto p = reinterpret_cast<std::uintptr_t>(data);
   if (__builtin_expect(size - 1 < internal::kMaxCachedSize && (p & 15) == 0 &&
                            p - range_base_ < range_size_ &&
-                           ChunkInRange(chunk_table_, range_base_, chunk_shift_, data) != nullptr &&
+                           (EntryInRange(chunk_table_, range_base_, chunk_shift_, data) &
+                            internal::Arena::kSlowFreeTag) == 0 &&
                            internal::Heap::TryFreeCached(heap_id_, secret_, data, size),
                        1)) {
     return;
@@ -129,7 +144,26 @@ void Pool::Deallocate(void* data) noexcept { DeallocateSlow(data, 0); }
 void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
   if (data == nullptr) return;
   CheckAlive("Deallocate");
-  PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Deallocate(%p): not memory of this pool", data);
+  const std::uintptr_t entry = arena_->EntryOf(data);
+  PINPOOL_CHECK(internal::Arena::EntryChunk(entry) != nullptr,
+                "Deallocate(%p): not memory of this pool", data);
+  if ((entry & internal::Arena::kSlowFreeTag) != 0) {
+    // A granted block is held until every revocation has completed (grant_registry.h); those
+    // that complete at once (range regions) release it, or others, right away.
+    std::vector<internal::GrantRegistry::Released> released;
+    internal::GrantRegistry::FreeOutcome outcome;
+    {
+      internal::MutexLock lock(&grants_->mu());
+      outcome = grants_->OnFreeLocked(data, size);
+      released = grants_->TakeReleasedLocked();
+    }
+    PINPOOL_CHECK(outcome != internal::GrantRegistry::FreeOutcome::kAlreadyHeld,
+                  "Deallocate(%p): the block is free already (a double free: it is still held "
+                  "until its remote grants are revoked)",
+                  data);
+    for (const auto& r : released) heap_->Free(r.block, r.size, "Deallocate");
+    if (outcome == internal::GrantRegistry::FreeOutcome::kHeld) return;
+  }
   heap_->Free(data, size, "Deallocate");
 }
 
@@ -143,6 +177,10 @@ Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Reallocate(%p): not memory of this pool", data);
   heap_->CheckBlock(data, 0, "Reallocate");
   if (new_size == 0 || new_size > max_block_size()) return {};
+  if ((arena_->EntryOf(data) & internal::Arena::kSlowFreeTag) != 0) {
+    internal::MutexLock lock(&grants_->mu());
+    if (grants_->ReachableLocked(data)) return {};  // a peer may be using it: never moved
+  }
   void* p = heap_->Reallocate(data, new_size);
   if (p == nullptr) return {};
   return Block(p, new_size, arena_->ChunkOf(p));
@@ -184,6 +222,18 @@ PoolStats Pool::GetStats() const {
   stats.allocated_bytes = counts.allocated;
   stats.heap_active_bytes = counts.active;
   stats.thread_caches = heap_->ThreadCacheCount();
+  stats.grants = grants_->Stats();
+  for (const auto& d : arena_->options().domains) {
+    const auto* verbs = dynamic_cast<const VerbsDomain*>(d.get());
+    const internal::WindowPool* windows =
+        verbs ? internal::VerbsDomainInternals::Windows(*verbs) : nullptr;
+    if (windows == nullptr) continue;
+    const internal::WindowPool::Counts w = windows->counts();
+    stats.grants.windows += w.windows;
+    stats.grants.windows_idle += w.idle;
+    stats.grants.window_allocations += w.allocations;
+    stats.grants.window_growth_allocations += w.growth_allocations;
+  }
   return stats;
 }
 

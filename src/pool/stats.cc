@@ -100,6 +100,20 @@ std::string PoolStats::ToString() const {
         d.name, DomainKindName(d.kind), d.registrations, FormatBytes(d.registered_bytes),
         d.register_seconds * 1e3, d.max_register_seconds * 1e3);
   }
+  const GrantStats& g = grants;
+  if (g.connections != 0 || g.grants != 0 || g.windows != 0) {
+    absl::StrAppendFormat(
+        &out,
+        "remote grants: %d connections, %d live, %d revoking, %d made (%d windows bound, %d "
+        "range regions); revoked by local invalidation %d, by the peer %d, by deregistration %d, "
+        "by deallocating the window %d\n"
+        "  held after free until revoked: %d blocks (%s) now, %d ever; windows %d (%d idle), "
+        "%d allocated ever, %d of them on the grant path\n",
+        g.connections, g.live, g.revoking, g.grants, g.window_binds, g.region_registrations,
+        g.local_invalidations, g.peer_invalidations, g.region_deregistrations, g.windows_discarded,
+        g.held_blocks, FormatBytes(g.held_bytes), g.held_ever, g.windows, g.windows_idle,
+        g.window_allocations, g.window_growth_allocations);
+  }
   return out;
 }
 
@@ -187,6 +201,28 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
     json.EndObject();
   }
   json.EndArray();
+
+  const GrantStats& g = s.grants;
+  json.Key("grants")
+      .BeginObject()
+      .Field("connections", g.connections)
+      .Field("live", g.live)
+      .Field("revoking", g.revoking)
+      .Field("grants", g.grants)
+      .Field("window_binds", g.window_binds)
+      .Field("region_registrations", g.region_registrations)
+      .Field("local_invalidations", g.local_invalidations)
+      .Field("peer_invalidations", g.peer_invalidations)
+      .Field("region_deregistrations", g.region_deregistrations)
+      .Field("windows_discarded", g.windows_discarded)
+      .Field("held_blocks", g.held_blocks)
+      .Field("held_bytes", g.held_bytes)
+      .Field("held_ever", g.held_ever)
+      .Field("windows", g.windows)
+      .Field("windows_idle", g.windows_idle)
+      .Field("window_allocations", g.window_allocations)
+      .Field("window_growth_allocations", g.window_growth_allocations)
+      .EndObject();
   json.EndObject();
 }
 

@@ -268,6 +268,9 @@ def check_guest(tool):
     check(d["max_mr"] > 0 and d["page_size_cap"] > 0, f"rxe0 max_mr {d['max_mr']} page_size_cap {d['page_size_cap']}")
     check("4K" in d["page_sizes"] and "2M" in d["page_sizes"], f"rxe0 page sizes {d['page_sizes']}")
     check(d["memory_windows"]["type1"] and d["memory_windows"]["type2b"], f"rxe0 memory windows {d['memory_windows']}")
+    g = d["grants"]
+    check(g["windows_type2"] and not g["window_bounds_enforced"] and g["mechanism"] == "region"
+          and "rxe" in (g["reason"] or ""), f"rxe0 grants {g}")
     check(d["odp"]["queried"] and not d["odp"]["supported"], f"rxe0 ODP {d['odp']} (rxe has none)")
     ports = {p["port"]: p for p in d["ports"]}
     if check(1 in ports, "rxe0 has no port 1"):
@@ -308,7 +311,11 @@ STATS_FIELDS = ["reserved_bytes", "mapped_bytes", "pinned_bytes", "budget_bytes"
                 "heap_active_bytes", "thread_caches", "growths", "growth_failures", "memlock_limit",
                 "locked_bytes", "device_pinned_bytes", "memlock_exempt", "memlock_headroom",
                 "heap_fragmentation", "mapped_unused_bytes", "mapped_unused_fraction", "chunks",
-                "domains"]
+                "domains", "grants"]
+GRANT_FIELDS = ["connections", "live", "revoking", "grants", "window_binds", "region_registrations",
+                "local_invalidations", "peer_invalidations", "region_deregistrations",
+                "windows_discarded", "held_blocks", "held_bytes", "held_ever", "windows",
+                "windows_idle", "window_allocations", "window_growth_allocations"]
 
 
 def check_demo(demo):
@@ -320,6 +327,8 @@ def check_demo(demo):
         finish("demo")
     check(list(s.keys()) == STATS_FIELDS, f"stats fields {list(s.keys())}, expected {STATS_FIELDS}")
     check(s["mapped_bytes"] == 8 << 20 and len(s["chunks"]) == 1, f"demo pool: {s['mapped_bytes']} mapped")
+    check(list(s["grants"].keys()) == GRANT_FIELDS, f"grant fields {list(s['grants'].keys())}")
+    check(s["grants"]["connections"] == 0 and s["grants"]["live"] == 0, f"demo grants {s['grants']}")
     check(s["allocated_bytes"] >= 64 + 4096 + 65536 + (1 << 20), f"allocated {s['allocated_bytes']}")
     check(0 <= s["heap_fragmentation"] < 1, f"heap_fragmentation {s['heap_fragmentation']}")
     c = s["chunks"][0]

@@ -10,8 +10,11 @@
 // netdev, lo included (the link-local GID does not work over lo).
 //
 // Each operation is one signaled work request whose completion is awaited before returning. An
-// error completion (a refused key, say) moves the QPs to the error state: use a new pair after
-// one. Thread safety: none; one thread drives a pair.
+// error completion (a refused key, say) moves the QPs to the error state: Reconnect() brings
+// both back. Completions that are not the awaited one go to the side's completion hook (e.g.
+// RemoteAccess::OnCompletion, for the work requests pinpool posts on the QP); receive
+// completions the hook does not claim wait for WaitRecv. Thread safety: none; one thread drives
+// a pair.
 #ifndef PINPOOL_TESTS_RDMA_RC_PAIR_H_
 #define PINPOOL_TESTS_RDMA_RC_PAIR_H_
 
@@ -19,7 +22,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "pinpool/verbs.h"
@@ -50,6 +56,34 @@ class RcPair {
   absl::StatusOr<ibv_wc_status> Write(Side from, const ibv_sge& local, const RemoteBuffer& remote);
   // RDMA READ of `remote` (the other side's memory) into `local`. As Write otherwise.
   absl::StatusOr<ibv_wc_status> Read(Side from, const ibv_sge& local, const RemoteBuffer& remote);
+  // Atomic fetch-and-add of `add` on the 8 bytes at remote.address; the old value lands in
+  // `local` (8 bytes). As Write otherwise.
+  absl::StatusOr<ibv_wc_status> FetchAdd(Side from, const ibv_sge& local,
+                                         const RemoteBuffer& remote, std::uint64_t add);
+
+  // A receive of up to local.length bytes into `local` on `side`.
+  absl::Status PostRecv(Side side, const ibv_sge& local);
+  // A SEND of `local` from `from` (SEND_WITH_INV of `invalidate_rkey` when given), awaited. The
+  // other side needs a posted receive. `send_flags` adds IBV_SEND_* flags (IBV_SEND_FENCE).
+  absl::StatusOr<ibv_wc_status> Send(Side from, const ibv_sge& local,
+                                     std::optional<std::uint32_t> invalidate_rkey = {},
+                                     unsigned send_flags = 0);
+  // The next receive completion on `side` (polling, offering other completions to the hook).
+  absl::StatusOr<ibv_wc> WaitRecv(Side side);
+  // Polls `side`'s completions (each offered to the hook, receives kept for WaitRecv) until
+  // `done()` is true. kDeadlineExceeded after kTimeout.
+  absl::Status PollUntil(Side side, const std::function<bool()>& done);
+
+  // Completions on `side` other than the awaited one are offered to `hook` first; it returns
+  // true when it consumed one. Unclaimed send completions are an error.
+  using CompletionHook = std::function<bool(const ibv_wc&)>;
+  void SetCompletionHook(Side side, CompletionHook hook);
+
+  // Both QPs through RESET back to RTS, for a fresh connection after an error completion.
+  absl::Status Reconnect();
+
+  ibv_qp* qp(Side side) const noexcept { return End(side).qp; }
+  ibv_cq* cq(Side side) const noexcept { return End(side).cq; }
 
   int gid_index() const noexcept { return gid_index_; }
 
@@ -61,15 +95,28 @@ class RcPair {
   struct Endpoint {
     ibv_cq* cq = nullptr;
     ibv_qp* qp = nullptr;
+    CompletionHook hook;
+    std::deque<ibv_wc> receives;  // receive completions not yet taken by WaitRecv
   };
 
   RcPair() = default;
-  absl::StatusOr<ibv_wc_status> Post(Side from, ibv_wr_opcode opcode, const ibv_sge& local,
-                                     const RemoteBuffer& remote);
+  const Endpoint& End(Side side) const noexcept { return ends_[side == Side::kA ? 0 : 1]; }
+  Endpoint& End(Side side) noexcept { return ends_[side == Side::kA ? 0 : 1]; }
+  // Posts `wr` (signaled, with a fresh wr_id) and waits for its completion.
+  absl::StatusOr<ibv_wc_status> PostAndWait(Side from, ibv_send_wr& wr, const char* what);
+  // One completion from `side`'s CQ, if any: nullopt when empty.
+  absl::StatusOr<std::optional<ibv_wc>> PollOne(Side side);
+  // Routes a completion that is not awaited: hook, receive queue, or an error.
+  absl::Status Route(Side side, const ibv_wc& wc);
 
   Endpoint ends_[2];
   int gid_index_ = -1;
+  std::uint8_t port_ = 1;
+  ibv_mtu mtu_ = IBV_MTU_1024;
+  ibv_gid gid_{};
   std::uint64_t next_wr_id_ = 1;
+  std::uint64_t awaited_wr_id_ = 0;  // the send PostAndWait waits for
+  std::optional<ibv_wc_status> awaited_status_;
 };
 
 // The name of a completion status, for test messages ("remote access error", ...).

@@ -86,7 +86,7 @@ TEST_F(VerbsTest, WrapRegistersIntoTheApplicationsPdAndLeavesItOwnedByTheApplica
   ASSERT_NE(pd, nullptr);
   {
     absl::StatusOr<std::shared_ptr<VerbsDomain>> wrapped =
-        VerbsDomain::Wrap(pd, {.remote_read = true});
+        VerbsDomain::Wrap(pd, {.trusted_whole_chunk = {.read = true}});
     ASSERT_TRUE(wrapped.ok()) << wrapped.status();
     EXPECT_EQ((*wrapped)->pd(), pd);
     EXPECT_EQ((*wrapped)->context(), domain_->context());
@@ -160,7 +160,7 @@ TEST_F(VerbsTest, OnDemandPagingOnADeviceWithoutItIsUnimplementedWithTheReason) 
   const bool has_odp = caps->odp && (caps->rc_odp_caps & IBV_ODP_SUPPORT_READ) &&
                        (caps->rc_odp_caps & IBV_ODP_SUPPORT_WRITE);
   RecordProperty("device_has_odp", has_odp ? "yes" : "no");
-  const VerbsAccess odp{.remote_read = true, .remote_write = true, .on_demand = true};
+  const VerbsAccess odp{.trusted_whole_chunk = {.read = true, .write = true}, .on_demand = true};
 
   const absl::StatusOr<std::shared_ptr<VerbsDomain>> opened =
       VerbsDomain::Open({.device = domain_->device_name(), .access = odp});
@@ -185,8 +185,9 @@ TEST_F(VerbsTest, OnDemandPagingOnADeviceWithoutItIsUnimplementedWithTheReason) 
 }
 
 TEST_F(VerbsTest, RemoteWriteWithoutLocalWriteIsRefusedAtOpen) {
-  const absl::StatusOr<std::shared_ptr<VerbsDomain>> d = VerbsDomain::Open(
-      {.device = domain_->device_name(), .access = {.local_write = false, .remote_write = true}});
+  const absl::StatusOr<std::shared_ptr<VerbsDomain>> d =
+      VerbsDomain::Open({.device = domain_->device_name(),
+                         .access = {.local_write = false, .trusted_whole_chunk = {.write = true}}});
   EXPECT_TRUE(absl::IsInvalidArgument(d.status())) << d.status();
 }
 

@@ -16,6 +16,7 @@
 
 #include "domain/verbs_access.h"
 #include "domain/verbs_errors.h"
+#include "domain/verbs_windows.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 #include "support/counting_domain.h"
@@ -31,7 +32,7 @@ RegMrContext Context(bool unlimited) {
   RegMrContext c;
   c.domain = "rxe0/pd1";
   c.length = 4 * kMiB;
-  c.access = {.remote_read = true, .remote_write = true};
+  c.access = {.trusted_whole_chunk = {.read = true, .write = true}};
   c.live_regions = 7;
   c.max_mr = 524287;
   c.memlock.limit = unlimited ? SIZE_MAX : 64 * kKiB;
@@ -78,7 +79,8 @@ TEST(VerbsErrorsTest, OtherErrnosMapToTheirCodesAndSayWhatWasAsked) {
   const RegMrContext c = Context(false);
   const absl::Status inval = internal::RegMrFailed(EINVAL, c);
   EXPECT_TRUE(absl::IsInvalidArgument(inval)) << inval;
-  EXPECT_THAT(std::string(inval.message()), HasSubstr("local_write+remote_read+remote_write"));
+  EXPECT_THAT(std::string(inval.message()),
+              HasSubstr("local_write+trusted_whole_chunk.read+trusted_whole_chunk.write"));
   const absl::Status fault = internal::RegMrFailed(EFAULT, c);
   EXPECT_TRUE(absl::IsInvalidArgument(fault)) << fault;
   EXPECT_THAT(std::string(fault.message()), HasSubstr("not memory the kernel can pin"));
@@ -92,9 +94,9 @@ TEST(VerbsErrorsTest, OtherErrnosMapToTheirCodesAndSayWhatWasAsked) {
 
 TEST(VerbsAccessTest, DefaultIsLocalWriteOnlyAndRemoteRightsOnlyWhenAsked) {
   EXPECT_EQ(VerbsAccess{}.ibv_flags(), IBV_ACCESS_LOCAL_WRITE);
-  EXPECT_EQ((VerbsAccess{.remote_read = true}.ibv_flags()),
+  EXPECT_EQ((VerbsAccess{.trusted_whole_chunk = {.read = true}}.ibv_flags()),
             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-  EXPECT_EQ((VerbsAccess{.remote_write = true, .remote_atomic = true}.ibv_flags()),
+  EXPECT_EQ((VerbsAccess{.trusted_whole_chunk = {.write = true, .atomic = true}}.ibv_flags()),
             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
   EXPECT_EQ((VerbsAccess{.local_write = false}.ibv_flags()), 0);
   EXPECT_EQ((VerbsAccess{.on_demand = true}.ibv_flags()),
@@ -102,7 +104,7 @@ TEST(VerbsAccessTest, DefaultIsLocalWriteOnlyAndRemoteRightsOnlyWhenAsked) {
 }
 
 TEST(VerbsAccessTest, OnDemandPagingNeedsTheDevicesOdpForRcReadAndWrite) {
-  const VerbsAccess odp{.remote_read = true, .remote_write = true, .on_demand = true};
+  const VerbsAccess odp{.trusted_whole_chunk = {.read = true, .write = true}, .on_demand = true};
   VerbsDeviceCaps none;  // what rxe reports
   const absl::Status s = internal::CheckVerbsAccess(odp, none, "rxe0");
   EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
@@ -118,17 +120,45 @@ TEST(VerbsAccessTest, OnDemandPagingNeedsTheDevicesOdpForRcReadAndWrite) {
 
 TEST(VerbsAccessTest, AtomicsNeedTheCapabilityAndRemoteWritesNeedLocalWrite) {
   VerbsDeviceCaps no_atomics{.atomics = false};
-  const absl::Status a = internal::CheckVerbsAccess({.remote_atomic = true}, no_atomics, "dev0");
+  const absl::Status a =
+      internal::CheckVerbsAccess({.trusted_whole_chunk = {.atomic = true}}, no_atomics, "dev0");
   EXPECT_TRUE(absl::IsUnimplemented(a)) << a;
   EXPECT_THAT(std::string(a.message()), HasSubstr("IBV_ATOMIC_NONE"));
-  const absl::Status w = internal::CheckVerbsAccess({.local_write = false, .remote_write = true},
-                                                    VerbsDeviceCaps{.atomics = true}, "dev0");
+  const absl::Status w =
+      internal::CheckVerbsAccess({.local_write = false, .trusted_whole_chunk = {.write = true}},
+                                 VerbsDeviceCaps{.atomics = true}, "dev0");
   EXPECT_TRUE(absl::IsInvalidArgument(w)) << w;
   EXPECT_THAT(std::string(w.message()), HasSubstr("set VerbsAccess::local_write"));
 }
 
 // ToSge and ToRemoteBuffer take exactly the block's address, size and the keys of the domain
 // asked for: checked against a fake domain's distinct keys, for domain 0 and domain 1.
+// The capability table behind GrantMechanism::kAuto: no type 2 windows names the capability;
+// rxe's windows are known not to enforce their bounds (and say why); other devices' do. rxe also
+// reports SEND_WITH_INV with the kernel's flag bit.
+TEST(WindowSupportTest, KautoUsesWindowsOnlyWhereTheyEnforceTheirBounds) {
+  VerbsDeviceCaps none{.windows_type2 = false};
+  const WindowSupport a = internal::WindowSupportOf(none);
+  EXPECT_FALSE(a.type2);
+  EXPECT_FALSE(a.bounds_enforced);
+  EXPECT_THAT(a.reason, HasSubstr("IBV_DEVICE_MEM_WINDOW_TYPE_2A"));
+  EXPECT_THAT(a.reason, HasSubstr("SR-IOV"));
+
+  VerbsDeviceCaps rxe{.vendor_id = 0xffffff, .windows_type2 = true};
+  const WindowSupport b = internal::WindowSupportOf(rxe);
+  EXPECT_TRUE(b.type2);
+  EXPECT_FALSE(b.bounds_enforced);
+  EXPECT_THAT(b.reason, HasSubstr("rxe"));
+  EXPECT_THAT(b.reason, HasSubstr("whole chunk"));
+  EXPECT_EQ(internal::WithInvalidateFlag(rxe), 1u << 2);
+
+  VerbsDeviceCaps mlx5{.vendor_id = 0x02c9, .windows_type2 = true};
+  const WindowSupport c = internal::WindowSupportOf(mlx5);
+  EXPECT_TRUE(c.type2 && c.bounds_enforced);
+  EXPECT_TRUE(c.reason.empty());
+  EXPECT_EQ(internal::WithInvalidateFlag(mlx5), static_cast<unsigned>(IBV_WC_WITH_INV));
+}
+
 TEST(VerbsHelpersTest, SgeAndRemoteBufferCarryTheBlocksAddressSizeAndKeys) {
   auto d0 = std::make_shared<testing::CountingDomain>("fake0");
   auto d1 = std::make_shared<testing::CountingDomain>("fake1");

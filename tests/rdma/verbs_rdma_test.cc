@@ -168,7 +168,8 @@ TEST_F(VerbsTest, ALocalOnlyPoolRefusesRemoteWritesAndReads) {
 // device checks the region's PD against the QP's). A pair across the two PDs moves data with each
 // side using its own PD's keys.
 TEST_F(VerbsTest, OneChunkOnTwoProtectionDomainsHasKeysThatWorkOnEachPdsQps) {
-  std::shared_ptr<VerbsDomain> second = OpenDomain({.remote_read = true, .remote_write = true});
+  std::shared_ptr<VerbsDomain> second =
+      OpenDomain({.trusted_whole_chunk = {.read = true, .write = true}});
   ASSERT_NE(second, nullptr);
   ASSERT_NE(second->context(), domain_->context());
   std::unique_ptr<Pool> pool = MakePool({domain_, second});

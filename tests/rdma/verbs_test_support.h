@@ -40,7 +40,7 @@ class VerbsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::shared_ptr<VerbsDomain>> d =
-        VerbsDomain::Open({.access = {.remote_read = true, .remote_write = true}});
+        VerbsDomain::Open({.access = {.trusted_whole_chunk = {.read = true, .write = true}}});
     if (!d.ok()) {
       if (IsNoDevice(d.status()) && !RdmaRequired()) {
         GTEST_SKIP() << d.status().message() << ": " << kHowToGetADevice;

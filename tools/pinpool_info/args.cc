@@ -99,7 +99,8 @@ JSON fields (schema_version 1; sizes in bytes; null: unlimited, not applicable o
     netdevs[], devices[]: name, node_type, transport, node_guid, error, fw_ver, vendor_id,
       vendor_part_id, max_mr_size, max_mr, max_mw, max_pd, max_qp, page_size_cap,
       page_sizes[], device_cap_flags, memory_windows {type1, type2a, type2b},
-      mem_mgt_extensions, atomics, odp {queried, supported, implicit, rc[], uc[], ud[]},
+      mem_mgt_extensions, grants {windows_type2, window_bounds_enforced, mechanism, reason},
+      atomics, odp {queried, supported, implicit, rc[], uc[], ud[]},
       ports[]: port, error, state, active, phys_state, link_layer, active_mtu, max_mtu, lid,
         gid_table_size, gids[]: index, gid, type (IB|RoCE v1|RoCE v2), ipv4_mapped, ipv4,
         netdev

@@ -30,6 +30,7 @@
 #include "pinpool/keys.h"
 #include "pinpool/options.h"
 #include "pinpool/stats.h"
+#include "pinpool/verbs.h"
 
 namespace pinpool::info {
 
@@ -110,6 +111,9 @@ struct DeviceInfo {
   bool mw_type2a = false;
   bool mw_type2b = false;
   bool mem_mgt_extensions = false;
+  // What per-block grants get here (pinpool/remote_access.h): type 2 windows and whether they
+  // keep a peer inside their range (the library's capability table), so what kAuto chooses.
+  WindowSupport grant_windows;
   std::string atomics;          // "none", "hca", "global"
   bool extended_query = false;  // ibv_query_device_ex worked (ODP fields are meaningful)
   bool odp = false;

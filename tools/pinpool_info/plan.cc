@@ -139,8 +139,9 @@ TryResult TryPool(const ToolOptions& options, const Facts& facts) {
   }
   result.domain = "host";
   if (!options.device.empty() || active) {
-    auto verbs = VerbsDomain::Open(
-        {.device = options.device, .access = {.remote_read = true, .remote_write = true}});
+    auto verbs =
+        VerbsDomain::Open({.device = options.device,
+                           .access = {.trusted_whole_chunk = {.read = true, .write = true}}});
     if (!verbs.ok()) {
       result.domain = options.device.empty() ? "verbs" : options.device;
       result.error = std::string(verbs.status().message());

@@ -25,6 +25,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "domain/verbs_device.h"
+#include "domain/verbs_windows.h"
 #include "info.h"
 #include "os/os.h"
 
@@ -255,6 +257,10 @@ DeviceInfo ProbeDevice(ibv_device* device) {
   d.mw_type2a = (attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A) != 0;
   d.mw_type2b = (attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
   d.mem_mgt_extensions = (attr.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS) != 0;
+  internal::VerbsDeviceCaps caps;
+  caps.vendor_id = attr.vendor_id;
+  caps.windows_type2 = d.mw_type2a || d.mw_type2b;
+  d.grant_windows = internal::WindowSupportOf(caps);
   d.atomics = attr.atomic_cap == IBV_ATOMIC_HCA    ? "hca"
               : attr.atomic_cap == IBV_ATOMIC_GLOB ? "global"
                                                    : "none";

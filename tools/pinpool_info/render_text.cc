@@ -78,6 +78,11 @@ void Device(std::string& out, const DeviceInfo& d) {
   if (d.mw_type2b) mw.push_back("type 2B");
   Line(out, 4, "memory windows",
        mw.empty() ? "none" : absl::StrFormat("%s, max_mw %d", absl::StrJoin(mw, ", "), d.max_mw));
+  Line(out, 4, "remote grants",
+       d.grant_windows.bounds_enforced
+           ? std::string("memory windows (type 2, bounds enforced): cheap, per connection")
+           : absl::StrFormat("range regions (a registration per grant); windows not used: %s",
+                             d.grant_windows.reason));
   std::string odp = !d.extended_query ? "unknown (no ibv_query_device_ex)"
                     : !d.odp
                         ? "no"

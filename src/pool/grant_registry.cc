@@ -1,0 +1,91 @@
+// GrantRegistry: the bookkeeping of granted and held blocks (see grant_registry.h).
+#include "pool/grant_registry.h"
+
+#include <algorithm>
+
+#include "util/check.h"
+
+namespace pinpool::internal {
+
+void GrantRegistry::ChunkEntriesChanged(const void* block, int delta) {
+  const ChunkInfo* chunk = arena_->ChunkOf(block);
+  PINPOOL_DCHECK(chunk != nullptr);
+  std::size_t& n = chunk_entries_[chunk->index];
+  if (delta > 0) {
+    if (n++ == 0) arena_->SetGranted(block, true);
+  } else {
+    PINPOOL_DCHECK(n > 0);
+    if (--n == 0) {
+      arena_->SetGranted(block, false);
+      chunk_entries_.erase(chunk->index);
+    }
+  }
+}
+
+void GrantRegistry::AddLocked(void* block, std::size_t size, GrantHolder* holder,
+                              std::uint64_t id) {
+  auto [it, inserted] = entries_.try_emplace(reinterpret_cast<std::uintptr_t>(block));
+  Entry& e = it->second;
+  // A held block is not live: it cannot be granted again (the caller checks ReachableLocked).
+  PINPOOL_DCHECK(!e.freed);
+  if (inserted) {
+    e.size = size;
+    ChunkEntriesChanged(block, +1);
+  }
+  e.grants.emplace_back(holder, id);
+}
+
+void GrantRegistry::EndLocked(void* block, GrantHolder* holder, std::uint64_t id) {
+  auto it = entries_.find(reinterpret_cast<std::uintptr_t>(block));
+  PINPOOL_CHECK(it != entries_.end(), "pinpool: grant %llu ended on %p, which has no grants",
+                static_cast<unsigned long long>(id), block);
+  Entry& e = it->second;
+  std::erase(e.grants, std::make_pair(holder, id));
+  if (!e.grants.empty()) return;
+  if (e.freed) {
+    released_.push_back({block, e.freed_size});
+    --counters_.held_blocks;
+    counters_.held_bytes -= e.size;
+  }
+  entries_.erase(it);
+  ChunkEntriesChanged(block, -1);
+}
+
+GrantRegistry::FreeOutcome GrantRegistry::OnFreeLocked(void* block, std::size_t size) {
+  auto it = entries_.find(reinterpret_cast<std::uintptr_t>(block));
+  if (it == entries_.end()) return FreeOutcome::kNotGranted;
+  Entry& e = it->second;
+  if (e.freed) return FreeOutcome::kAlreadyHeld;
+  e.freed = true;
+  e.freed_size = size;
+  ++counters_.held_blocks;
+  counters_.held_bytes += e.size;
+  ++counters_.held_ever;
+  // Revoking may end grants at once (EndLocked erases from e.grants, or the whole entry): walk
+  // a copy, and do not touch `e` afterwards.
+  const auto grants = e.grants;
+  for (const auto& [holder, id] : grants) holder->RevokeForFreeLocked(id);
+  return FreeOutcome::kHeld;
+}
+
+bool GrantRegistry::ReachableLocked(const void* block) const {
+  return entries_.contains(reinterpret_cast<std::uintptr_t>(block));
+}
+
+bool GrantRegistry::HeldLocked(const void* block) const {
+  auto it = entries_.find(reinterpret_cast<std::uintptr_t>(block));
+  return it != entries_.end() && it->second.freed;
+}
+
+std::vector<GrantRegistry::Released> GrantRegistry::TakeReleasedLocked() {
+  return std::exchange(released_, {});
+}
+
+GrantStats GrantRegistry::Stats() {
+  MutexLock lock(&mu_);
+  GrantStats s = counters_;
+  s.connections = holders_;
+  return s;
+}
+
+}  // namespace pinpool::internal

@@ -1,0 +1,114 @@
+// GrantRegistry: which of a pool's blocks a peer may still reach through a remote grant, and
+// which of those the application has freed already. A freed block that a grant can still reach
+// is HELD (quarantined): it goes back to the heap only when its last grant has ended, i.e. its
+// revocation completed (a memory window's invalidation was confirmed, a range region was
+// deregistered) or the peer invalidated it. So no block a peer can still reach is ever handed
+// out again. The grant mechanics (windows, regions, queue pairs) live in RemoteAccess; this is
+// only the bookkeeping, free of verbs.
+//
+// While a chunk holds any granted or held block, the arena tags its chunk table entry, which
+// sends every free in that chunk to the pool's slow path, where OnFreeLocked decides.
+//
+// Thread safety: one mutex (mu()) guards the registry and, by convention, every RemoteAccess of
+// the pool: grant, revoke, completion and free of a granted block are serialized per pool. The
+// *Locked methods require it. Blocks released by an ended grant are collected
+// (TakeReleasedLocked) and freed to the heap by the caller after unlocking.
+#ifndef PINPOOL_POOL_GRANT_REGISTRY_H_
+#define PINPOOL_POOL_GRANT_REGISTRY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "arena/arena.h"
+#include "pinpool/stats.h"
+#include "util/mutex.h"
+
+namespace pinpool::internal {
+
+// What holds grants (a RemoteAccess): the registry asks it to revoke a grant whose block was
+// freed.
+class GrantHolder {
+ public:
+  // Starts revoking grant `id` (the block it reaches was freed); called with the registry's
+  // mutex held. It may end the grant at once (EndLocked) or later, when the revocation is
+  // confirmed.
+  virtual void RevokeForFreeLocked(std::uint64_t id) = 0;
+
+ protected:
+  ~GrantHolder() = default;
+};
+
+class GrantRegistry {
+ public:
+  explicit GrantRegistry(Arena* arena) : arena_(arena) {}
+  GrantRegistry(const GrantRegistry&) = delete;
+  GrantRegistry& operator=(const GrantRegistry&) = delete;
+
+  Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+
+  // Grant `id` of `holder` on the live block at `block` (`size` bytes as allocated) begins.
+  void AddLocked(void* block, std::size_t size, GrantHolder* holder, std::uint64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // That grant has ended (no peer can use it any more). If the block was freed meanwhile and
+  // this was its last grant, the block is queued for release.
+  void EndLocked(void* block, GrantHolder* holder, std::uint64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  enum class FreeOutcome {
+    kNotGranted,   // no grant reaches the block: free it as usual
+    kHeld,         // held until its grants end; their revocation has been started
+    kAlreadyHeld,  // freed before and still held: a double free
+  };
+  // The application frees `block` (`size` as it named it, 0 when unknown).
+  FreeOutcome OnFreeLocked(void* block, std::size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when a grant reaches the block starting at `block`, or it is held.
+  bool ReachableLocked(const void* block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when the block starting at `block` was freed and is held.
+  bool HeldLocked(const void* block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct Released {
+    void* block;
+    std::size_t size;  // as freed (0: unknown)
+  };
+  // Held blocks whose last grant has ended since the last call: the caller frees them.
+  std::vector<Released> TakeReleasedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // RemoteAccess objects of the pool: a pool must not be destroyed while one lives.
+  void AddHolderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { ++holders_; }
+  void RemoveHolderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --holders_; }
+  std::size_t holders() {
+    MutexLock lock(&mu_);
+    return holders_;
+  }
+
+  // The grant counters, kept by RemoteAccess under the lock; GrantStats as the pool reports it.
+  GrantStats& countersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return counters_; }
+  GrantStats Stats();
+
+ private:
+  struct Entry {
+    std::size_t size = 0;        // as allocated
+    bool freed = false;          // the application freed it: held
+    std::size_t freed_size = 0;  // the size the free named
+    std::vector<std::pair<GrantHolder*, std::uint64_t>> grants;
+  };
+
+  // Counts blocks with an entry per chunk, tagging the chunk table while it is non-zero.
+  void ChunkEntriesChanged(const void* block, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Arena* const arena_;
+  Mutex mu_;
+  std::unordered_map<std::uintptr_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::uint32_t, std::size_t> chunk_entries_ ABSL_GUARDED_BY(mu_);
+  std::vector<Released> released_ ABSL_GUARDED_BY(mu_);
+  std::size_t holders_ ABSL_GUARDED_BY(mu_) = 0;
+  GrantStats counters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pinpool::internal
+
+#endif  // PINPOOL_POOL_GRANT_REGISTRY_H_

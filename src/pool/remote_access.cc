@@ -1,0 +1,542 @@
+// RemoteAccess: per-block grants for one connection (see pinpool/remote_access.h for the
+// contract). This file owns the grant records of one connection and the work requests pinpool
+// posts on its QP; the pool's GrantRegistry owns which blocks are reachable or held, and its
+// mutex serializes both (so a free on any thread, a completion and a grant never interleave).
+//
+// A record lives from its grant until no peer can use it AND no work request of ours still
+// names its window: a window whose LOCAL_INV is queued stays out of the pool until that
+// completion arrives, even if the peer invalidated it first.
+#include "pinpool/remote_access.h"
+
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "domain/verbs_device.h"
+#include "domain/verbs_windows.h"
+#include "pool/grant_registry.h"
+#include "util/bytes.h"
+#include "util/check.h"
+#include "util/status_macros.h"
+
+namespace pinpool {
+
+using internal::GrantRegistry;
+using internal::MutexLock;
+using internal::WindowPool;
+
+const char* GrantMechanismName(GrantMechanism m) noexcept {
+  switch (m) {
+    case GrantMechanism::kAuto:
+      return "auto";
+    case GrantMechanism::kWindow:
+      return "window";
+    case GrantMechanism::kRegion:
+      return "region";
+  }
+  return "unknown";
+}
+
+class RemoteAccess::Impl final : public internal::GrantHolder {
+ public:
+  struct Setup {
+    Pool* pool;
+    GrantRegistry* registry;
+    std::shared_ptr<VerbsDomain> domain;  // kept alive: its PD and window pool
+    ibv_qp* qp;
+    RemoteAccessOptions options;
+    GrantMechanism mechanism;  // kWindow or kRegion
+    bool range_enforced;
+    unsigned with_invalidate_flag;
+  };
+
+  explicit Impl(Setup s)
+      : s_(std::move(s)), windows_(internal::VerbsDomainInternals::Windows(*s_.domain)) {
+    MutexLock lock(&s_.registry->mu());
+    s_.registry->AddHolderLocked();
+  }
+
+  ~Impl() {
+    RevokeAllNow();
+    MutexLock lock(&s_.registry->mu());
+    s_.registry->RemoveHolderLocked();
+  }
+
+  absl::StatusOr<RemoteGrant> Grant(const Block& block, std::size_t offset, std::size_t length,
+                                    RemoteRights rights);
+  absl::Status Revoke(std::uint64_t id);
+  bool Ended(std::uint64_t id) const;
+  bool OnCompletion(const ibv_wc& wc);
+  void RevokeAllNow();
+
+  const Setup& setup() const noexcept { return s_; }
+  std::size_t live_grants() const {
+    MutexLock lock(&s_.registry->mu());
+    return live_;
+  }
+  std::size_t pending_revocations() const {
+    MutexLock lock(&s_.registry->mu());
+    return revoking_;
+  }
+
+  void RevokeForFreeLocked(std::uint64_t id) override;
+
+ private:
+  enum class State : std::uint8_t {
+    kLive,      // the peer may use it
+    kRevoking,  // our LOCAL_INV is queued: the peer may use it until it completes
+    kEnded,     // no peer can use it; the record waits for our LOCAL_INV's completion
+  };
+  struct Record {
+    std::uint64_t id = 0;
+    void* block = nullptr;
+    std::uint64_t address = 0;
+    std::uint32_t length = 0;
+    std::uint32_t rkey = 0;
+    ibv_mw* mw = nullptr;  // window grants
+    ibv_mr* mr = nullptr;  // region grants
+    State state = State::kLive;
+    bool inv_posted = false;  // our LOCAL_INV for it is queued
+  };
+
+  std::uint64_t WrId(std::uint32_t slot) const noexcept {
+    return (std::uint64_t{s_.options.wr_id_tag} << 32) | slot;
+  }
+  GrantStats& counters() { return s_.registry->countersLocked(); }
+  // Released blocks go back to the pool once the lock is dropped.
+  void FreeReleased(std::vector<GrantRegistry::Released> released) {
+    for (const auto& r : released) {
+      if (r.size == 0) {
+        s_.pool->Deallocate(r.block);
+      } else {
+        s_.pool->Deallocate(r.block, r.size);
+      }
+    }
+  }
+
+  absl::StatusOr<RemoteGrant> GrantWindowLocked(Record& r, ibv_mr* chunk_mr, RemoteRights rights)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
+  absl::StatusOr<RemoteGrant> GrantRegionLocked(Record& r, RemoteRights rights)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
+  // Starts revoking a live grant; false for a region whose deregistration failed.
+  absl::Status RevokeLocked(std::uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
+  // The grant can no longer be used by any peer: tell the registry (which may release its block).
+  void EndGrantLocked(Record& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
+  // Forgets a record whose window (if any) is back in the pool or discarded.
+  void EraseLocked(std::uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
+  void RevokeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
+  std::uint32_t NewSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
+
+  Setup s_;
+  WindowPool* const windows_;  // null when the device has no type 2 windows
+  // Guarded by the registry's mutex (s_.registry->mu()).
+  std::vector<Record> slots_;
+  std::vector<std::uint32_t> free_slots_;
+  std::unordered_map<std::uint64_t, std::uint32_t> by_id_;    // records alive
+  std::unordered_map<std::uint32_t, std::uint32_t> by_rkey_;  // window grants not yet ended
+  std::uint64_t next_id_ = 1;
+  std::size_t live_ = 0;      // records in kLive
+  std::size_t revoking_ = 0;  // records in kRevoking
+  bool closed_ = false;
+};
+
+std::uint32_t RemoteAccess::Impl::NewSlotLocked() {
+  if (!free_slots_.empty()) {
+    const std::uint32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+  }
+  slots_.emplace_back();
+  return static_cast<std::uint32_t>(slots_.size() - 1);
+}
+
+absl::StatusOr<RemoteGrant> RemoteAccess::Impl::Grant(const Block& block, std::size_t offset,
+                                                      std::size_t length, RemoteRights rights) {
+  if (!rights.any()) {
+    return absl::InvalidArgumentError("RemoteAccess::Grant: no rights asked for (RemoteRights)");
+  }
+  if (!block) return absl::InvalidArgumentError("RemoteAccess::Grant: empty Block");
+  if (length == 0 || offset > block.size() || length > block.size() - offset) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("RemoteAccess::Grant: range [%d, %d) is empty or outside the %d-byte block",
+                        offset, offset + length, block.size()));
+  }
+  if (length > UINT32_MAX) {
+    return absl::InvalidArgumentError("RemoteAccess::Grant: a grant covers at most 4 GiB - 1");
+  }
+  if ((rights.write || rights.atomic) && !s_.domain->access().local_write) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RemoteAccess::Grant: write or atomic rights need a domain with local_write (%s has "
+        "VerbsAccess::local_write off)",
+        s_.domain->name()));
+  }
+  const std::optional<Location> where = s_.pool->Lookup(block.data());
+  if (!where || where->domain_count() <= s_.options.domain) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RemoteAccess::Grant: block %p is not memory of this connection's pool", block.data()));
+  }
+  // A live block of this pool, or an abort naming the misuse (as any free of it would).
+  s_.pool->UsableSize(block.data());
+  auto* chunk_mr = static_cast<ibv_mr*>(where->keys(s_.options.domain).handle);
+
+  std::vector<GrantRegistry::Released> released;
+  absl::StatusOr<RemoteGrant> grant;
+  {
+    MutexLock lock(&s_.registry->mu());
+    if (closed_) {
+      return absl::FailedPreconditionError(
+          "RemoteAccess::Grant: this connection's grants were all revoked (RevokeAllNow, or a "
+          "work request pinpool posted failed because the QP is in the error state); create a "
+          "new RemoteAccess for a new connection");
+    }
+    if (s_.registry->HeldLocked(block.data())) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "RemoteAccess::Grant: block %p was freed (it is held until its grants are revoked)",
+          block.data()));
+    }
+    const std::uint32_t slot = NewSlotLocked();
+    Record& r = slots_[slot];
+    r = Record{};
+    r.id = next_id_;
+    r.block = block.data();
+    r.address = reinterpret_cast<std::uintptr_t>(block.data()) + offset;
+    r.length = static_cast<std::uint32_t>(length);
+    grant = s_.mechanism == GrantMechanism::kWindow ? GrantWindowLocked(r, chunk_mr, rights)
+                                                    : GrantRegionLocked(r, rights);
+    if (!grant.ok()) {
+      free_slots_.push_back(slot);
+      return grant.status();
+    }
+    ++next_id_;
+    by_id_[r.id] = slot;
+    ++live_;
+    GrantStats& c = counters();
+    ++c.grants;
+    ++c.live;
+    s_.registry->AddLocked(block.data(), block.size(), this, r.id);
+    released = s_.registry->TakeReleasedLocked();
+  }
+  FreeReleased(std::move(released));
+  return grant;
+}
+
+absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantWindowLocked(Record& r, ibv_mr* chunk_mr,
+                                                                  RemoteRights rights) {
+  PINPOOL_ASSIGN_OR_RETURN(ibv_mw * mw, windows_->Take(s_.options.min_idle_windows));
+  const std::uint32_t rkey = ibv_inc_rkey(mw->rkey);
+  const std::uint32_t slot = static_cast<std::uint32_t>(&r - slots_.data());
+  ibv_send_wr wr{};
+  wr.wr_id = WrId(slot);
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = 0;  // unsignaled: only a failure completes (and the application's sq_sig_all)
+  wr.bind_mw.mw = mw;
+  wr.bind_mw.rkey = rkey;
+  wr.bind_mw.bind_info.mr = chunk_mr;
+  wr.bind_mw.bind_info.addr = r.address;
+  wr.bind_mw.bind_info.length = r.length;
+  wr.bind_mw.bind_info.mw_access_flags = (rights.read ? IBV_ACCESS_REMOTE_READ : 0) |
+                                         (rights.write ? IBV_ACCESS_REMOTE_WRITE : 0) |
+                                         (rights.atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+  ibv_send_wr* bad = nullptr;
+  if (const int err = ibv_post_send(s_.qp, &wr, &bad); err != 0) {
+    windows_->Return(mw);  // never bound
+    if (err == ENOMEM) {
+      return absl::ResourceExhaustedError(
+          "RemoteAccess::Grant: the QP's send queue is full; size max_send_wr for two pinpool "
+          "work requests (bind, invalidate) per concurrent window grant, or let completions "
+          "drain");
+    }
+    return absl::InternalError(absl::StrFormat(
+        "RemoteAccess::Grant: posting the window bind failed: %s", std::strerror(err)));
+  }
+  // The provider may not update mw->rkey for a bind posted as a work request; the next bind
+  // must name the window by the rkey it has now.
+  mw->rkey = rkey;
+  r.mw = mw;
+  r.rkey = rkey;
+  by_rkey_[rkey] = slot;
+  ++counters().window_binds;
+  return RemoteGrant{.id = r.id,
+                     .address = r.address,
+                     .rkey = RKey{rkey},
+                     .length = r.length,
+                     .mechanism = GrantMechanism::kWindow,
+                     .range_enforced = s_.range_enforced};
+}
+
+absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantRegionLocked(Record& r, RemoteRights rights) {
+  const int access = ((rights.write || rights.atomic) ? IBV_ACCESS_LOCAL_WRITE : 0) |
+                     (rights.read ? IBV_ACCESS_REMOTE_READ : 0) |
+                     (rights.write ? IBV_ACCESS_REMOTE_WRITE : 0) |
+                     (rights.atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+  errno = 0;
+  ibv_mr* mr = ibv_reg_mr(s_.domain->pd(), reinterpret_cast<void*>(r.address), r.length, access);
+  if (mr == nullptr) {
+    const int err = errno != 0 ? errno : EINVAL;
+    return absl::Status(
+        err == ENOMEM || err == EAGAIN ? absl::StatusCode::kResourceExhausted
+                                       : absl::StatusCode::kInternal,
+        absl::StrFormat("RemoteAccess::Grant: registering the %s range region on %s failed (%s)%s",
+                        internal::FormatBytes(r.length), s_.domain->name(), std::strerror(err),
+                        err == ENOMEM || err == EAGAIN
+                            ? ": the device's regions or RLIMIT_MEMLOCK (a range region pins its "
+                              "pages once more) ran out"
+                            : ""));
+  }
+  r.mr = mr;
+  r.rkey = mr->rkey;
+  ++counters().region_registrations;
+  return RemoteGrant{.id = r.id,
+                     .address = r.address,
+                     .rkey = RKey{mr->rkey},
+                     .length = r.length,
+                     .mechanism = GrantMechanism::kRegion,
+                     .range_enforced = true};
+}
+
+void RemoteAccess::Impl::EndGrantLocked(Record& r) {
+  if (r.state == State::kLive) {
+    --live_;
+    --counters().live;
+  } else if (r.state == State::kRevoking) {
+    --revoking_;
+    --counters().revoking;
+  }
+  r.state = State::kEnded;
+  if (r.mw != nullptr) by_rkey_.erase(r.rkey);
+  s_.registry->EndLocked(r.block, this, r.id);
+}
+
+void RemoteAccess::Impl::EraseLocked(std::uint32_t slot) {
+  by_id_.erase(slots_[slot].id);
+  slots_[slot] = Record{};
+  free_slots_.push_back(slot);
+}
+
+absl::Status RemoteAccess::Impl::RevokeLocked(std::uint32_t slot) {
+  Record& r = slots_[slot];
+  if (r.state != State::kLive) return absl::OkStatus();
+  if (r.mr != nullptr) {
+    if (const int err = ibv_dereg_mr(r.mr); err != 0) {
+      return absl::InternalError(absl::StrFormat(
+          "RemoteAccess::Revoke: deregistering grant %d's range region failed (%s); the grant "
+          "stays live and its block held",
+          r.id, std::strerror(err)));
+    }
+    ++counters().region_deregistrations;
+    EndGrantLocked(r);
+    EraseLocked(slot);
+    return absl::OkStatus();
+  }
+  ibv_send_wr wr{};
+  wr.wr_id = WrId(slot);
+  wr.opcode = IBV_WR_LOCAL_INV;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.invalidate_rkey = r.rkey;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(s_.qp, &wr, &bad) == 0) {
+    r.state = State::kRevoking;
+    r.inv_posted = true;
+    --live_;
+    ++revoking_;
+    --counters().live;
+    ++counters().revoking;
+    return absl::OkStatus();
+  }
+  // The send queue cannot take the invalidation: deallocating the window invalidates it at
+  // once instead (a kernel command; the pool allocates a replacement later).
+  if (windows_->Discard(r.mw)) {
+    ++counters().windows_discarded;
+    EndGrantLocked(r);
+    EraseLocked(slot);
+    return absl::OkStatus();
+  }
+  return absl::InternalError(absl::StrFormat(
+      "RemoteAccess::Revoke: grant %d could be neither invalidated nor deallocated; its block "
+      "stays held for good",
+      r.id));
+}
+
+absl::Status RemoteAccess::Impl::Revoke(std::uint64_t id) {
+  std::vector<GrantRegistry::Released> released;
+  absl::Status status;
+  {
+    MutexLock lock(&s_.registry->mu());
+    auto it = by_id_.find(id);
+    if (it == by_id_.end()) {
+      if (id != 0 && id < next_id_) return absl::OkStatus();  // ended already
+      return absl::NotFoundError(
+          absl::StrFormat("RemoteAccess::Revoke: this connection never issued grant %d", id));
+    }
+    status = RevokeLocked(it->second);
+    released = s_.registry->TakeReleasedLocked();
+  }
+  FreeReleased(std::move(released));
+  return status;
+}
+
+void RemoteAccess::Impl::RevokeForFreeLocked(std::uint64_t id) {
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return;
+  // A region whose deregistration failed keeps its block held: never unsafe.
+  RevokeLocked(it->second).IgnoreError();
+}
+
+bool RemoteAccess::Impl::Ended(std::uint64_t id) const {
+  MutexLock lock(&s_.registry->mu());
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return id != 0 && id < next_id_;
+  return slots_[it->second].state == State::kEnded;
+}
+
+bool RemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
+  if (wc.qp_num != s_.qp->qp_num) return false;
+  std::vector<GrantRegistry::Released> released;
+  bool ours = false;
+  {
+    MutexLock lock(&s_.registry->mu());
+    const bool receive = (wc.opcode & IBV_WC_RECV) != 0;
+    if (!receive && (wc.wr_id >> 32) == s_.options.wr_id_tag) {
+      ours = true;
+      const auto slot = static_cast<std::uint32_t>(wc.wr_id);
+      if (wc.status != IBV_WC_SUCCESS) {
+        // A bind or an invalidation failed: the QP is in the error state now, and what its
+        // windows reach can only be made safe by deallocating them.
+        RevokeAllLocked();
+      } else if (wc.opcode == IBV_WC_LOCAL_INV && slot < slots_.size() && slots_[slot].inv_posted) {
+        Record& r = slots_[slot];
+        r.inv_posted = false;
+        if (r.state != State::kEnded) {
+          ++counters().local_invalidations;
+          EndGrantLocked(r);
+        }
+        windows_->Return(r.mw);
+        EraseLocked(slot);
+      }
+      // A successful bind (signaled by the application's sq_sig_all) needs nothing.
+    } else if (receive && wc.status == IBV_WC_SUCCESS &&
+               (wc.wc_flags & s_.with_invalidate_flag) != 0) {
+      auto it = by_rkey_.find(wc.invalidated_rkey);
+      if (it != by_rkey_.end()) {
+        const std::uint32_t slot = it->second;
+        Record& r = slots_[slot];
+        ++counters().peer_invalidations;
+        EndGrantLocked(r);
+        if (!r.inv_posted) {  // else the window returns with our LOCAL_INV's completion
+          windows_->Return(r.mw);
+          EraseLocked(slot);
+        }
+      }
+    }
+    released = s_.registry->TakeReleasedLocked();
+  }
+  FreeReleased(std::move(released));
+  return ours;
+}
+
+void RemoteAccess::Impl::RevokeAllLocked() {
+  closed_ = true;
+  for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
+    Record& r = slots_[slot];
+    if (r.id == 0) continue;
+    if (r.mr != nullptr) {
+      if (ibv_dereg_mr(r.mr) != 0) continue;  // stays live: its block stays held
+      ++counters().region_deregistrations;
+    } else {
+      // Deallocation invalidates the window wherever it is bound, whatever our queued work
+      // requests do later (the QP is failing or going away).
+      if (!windows_->Discard(r.mw)) continue;
+      ++counters().windows_discarded;
+    }
+    if (r.state != State::kEnded) EndGrantLocked(r);
+    EraseLocked(slot);
+  }
+}
+
+void RemoteAccess::Impl::RevokeAllNow() {
+  std::vector<GrantRegistry::Released> released;
+  {
+    MutexLock lock(&s_.registry->mu());
+    RevokeAllLocked();
+    released = s_.registry->TakeReleasedLocked();
+  }
+  FreeReleased(std::move(released));
+}
+
+// --- RemoteAccess ------------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<RemoteAccess>> RemoteAccess::Create(
+    Pool& pool, ibv_qp* qp, const RemoteAccessOptions& options) {
+  if (qp == nullptr) return absl::InvalidArgumentError("RemoteAccess::Create: null QP");
+  if (qp->qp_type != IBV_QPT_RC) {
+    return absl::InvalidArgumentError(
+        "RemoteAccess::Create: grants are for reliable connected (RC) QPs");
+  }
+  const std::vector<std::shared_ptr<Domain>>& domains = pool.options().domains;
+  std::shared_ptr<VerbsDomain> domain =
+      options.domain < domains.size()
+          ? std::dynamic_pointer_cast<VerbsDomain>(domains[options.domain])
+          : nullptr;
+  if (domain == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RemoteAccess::Create: the pool's domain %d is not a VerbsDomain (RemoteAccessOptions::"
+        "domain)",
+        options.domain));
+  }
+  if (qp->pd != domain->pd()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RemoteAccess::Create: the QP belongs to another protection domain than %s; grants can "
+        "only bind memory of the QP's own PD",
+        domain->name()));
+  }
+  PINPOOL_ASSIGN_OR_RETURN(internal::VerbsDeviceCaps caps, internal::QueryVerbsCaps(qp->context));
+  const WindowSupport& w = domain->windows();
+  GrantMechanism mechanism = options.mechanism;
+  if (mechanism == GrantMechanism::kAuto) {
+    mechanism = w.type2 && w.bounds_enforced ? GrantMechanism::kWindow : GrantMechanism::kRegion;
+  }
+  if (mechanism == GrantMechanism::kWindow && !w.type2) {
+    return absl::UnimplementedError(
+        absl::StrFormat("RemoteAccess::Create: window grants asked for, but on %s %s; use "
+                        "GrantMechanism::kRegion or kAuto",
+                        domain->device_name(), w.reason));
+  }
+  if (mechanism == GrantMechanism::kWindow) {
+    PINPOOL_RETURN_IF_ERROR(
+        internal::VerbsDomainInternals::Windows(*domain)->Reserve(options.min_idle_windows + 1));
+  }
+  Impl::Setup setup{.pool = &pool,
+                    .registry = pool.grants_.get(),
+                    .domain = std::move(domain),
+                    .qp = qp,
+                    .options = options,
+                    .mechanism = mechanism,
+                    .range_enforced = mechanism == GrantMechanism::kRegion || w.bounds_enforced,
+                    .with_invalidate_flag = internal::WithInvalidateFlag(caps)};
+  return std::unique_ptr<RemoteAccess>(new RemoteAccess(std::make_unique<Impl>(std::move(setup))));
+}
+
+RemoteAccess::RemoteAccess(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RemoteAccess::~RemoteAccess() = default;
+
+absl::StatusOr<RemoteGrant> RemoteAccess::Grant(const Block& block, RemoteRights rights) {
+  return impl_->Grant(block, 0, block.size(), rights);
+}
+absl::StatusOr<RemoteGrant> RemoteAccess::Grant(const Block& block, std::size_t offset,
+                                                std::size_t length, RemoteRights rights) {
+  return impl_->Grant(block, offset, length, rights);
+}
+absl::Status RemoteAccess::Revoke(const RemoteGrant& grant) { return impl_->Revoke(grant.id); }
+bool RemoteAccess::Ended(const RemoteGrant& grant) const { return impl_->Ended(grant.id); }
+bool RemoteAccess::OnCompletion(const ibv_wc& wc) { return impl_->OnCompletion(wc); }
+void RemoteAccess::RevokeAllNow() { impl_->RevokeAllNow(); }
+GrantMechanism RemoteAccess::mechanism() const noexcept { return impl_->setup().mechanism; }
+bool RemoteAccess::range_enforced() const noexcept { return impl_->setup().range_enforced; }
+ibv_qp* RemoteAccess::qp() const noexcept { return impl_->setup().qp; }
+std::size_t RemoteAccess::live_grants() const { return impl_->live_grants(); }
+std::size_t RemoteAccess::pending_revocations() const { return impl_->pending_revocations(); }
+
+}  // namespace pinpool
