@@ -153,7 +153,8 @@ read_topology() {
     [[ $spec =~ ^([0-9]+):[0-9]+$ ]] ||
       die "PINPOOL_VM_HUGEPAGES must be COUNT or NODE:COUNT[,NODE:COUNT]..., not $PINPOOL_VM_HUGEPAGES"
     node=${BASH_REMATCH[1]}
-    [ "$node" -lt "$guest_numa" ] || die "PINPOOL_VM_HUGEPAGES names node $node of $guest_numa"
+    [ "$node" -lt "$guest_numa" ] ||
+      die "PINPOOL_VM_HUGEPAGES names node $node; PINPOOL_VM_NUMA gives the guest $guest_numa node(s)"
     [[ " $seen " != *" $node "* ]] || die "PINPOOL_VM_HUGEPAGES names node $node twice"
     seen+=" $node"
   done
@@ -213,11 +214,12 @@ qemu_topology_args() {
 # Prints the QEMU arguments of the virtio NIC, if any: its backend (a unix-socket link to another guest,
 # or a hub port that goes nowhere) and the device, behind a PCI expander bridge on a NUMA node if asked.
 qemu_nic_args() {
-  local backend device
+  local backend device socket
   [ "$guest_nic" = virtio ] || return 0
+  socket=$(qemu_escape "${guest_link#*:}")
   case $guest_link in
-    listen:*) backend="stream,id=net0,server=on,addr.type=unix,addr.path=$(qemu_escape "${guest_link#*:}")" ;;
-    connect:*) backend="stream,id=net0,server=off,addr.type=unix,addr.path=$(qemu_escape "${guest_link#*:}")" ;;
+    listen:*) backend="stream,id=net0,server=on,addr.type=unix,addr.path=$socket" ;;
+    connect:*) backend="stream,id=net0,server=off,addr.type=unix,addr.path=$socket" ;;
     *) backend=hubport,id=net0,hubid=0 ;;
   esac
   device="virtio-net-pci,netdev=net0,mac=$(guest_mac)"
