@@ -91,8 +91,9 @@ start_guest() {
   guest_pids[i]=$!
 }
 
-# A's QEMU creates the listening socket as it starts, before its guest boots; B's QEMU exits at once
-# when nobody listens. Returns non-zero when A ended (or never listened) instead.
+# A's QEMU creates the listening socket as it starts, before its guest boots. B's QEMU (7.2) connects
+# once, as it starts: with nobody listening it boots anyway, silently, with a NIC that never carries a
+# packet. Returns non-zero when A ended (or never listened) instead.
 wait_for_listener() {
   local deadline=$((SECONDS + timeout_seconds))
   while [ ! -S "$pair_dir/link" ]; do
