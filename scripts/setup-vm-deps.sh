@@ -11,7 +11,7 @@ set -euo pipefail
 readonly packages=(
   qemu-system-x86 busybox-static kmod cpio binutils coreutils
   xz-utils zstd gzip
-  rdma-core ibverbs-utils ibverbs-providers libibverbs-dev iproute2
+  rdma-core ibverbs-utils ibverbs-providers libibverbs-dev iproute2 rdmacm-utils numactl
   gcc libc6-dev
 )
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs one command inside a throwaway QEMU guest that has a real kernel RDMA provider: soft-RoCE (rxe0
-# on dummy0, 10.77.0.1/24), on Debian's linux-image-amd64 kernel, for hosts whose kernel has no RDMA.
+# on dummy0, 10.77.0.1/24, by default), on Debian's linux-image-amd64 kernel, for hosts whose kernel has
+# no RDMA.
 #
 #   run-in-guest.sh [--timeout SECONDS] [--env NAME[=VALUE]]... [--] COMMAND [ARG]...
 #   run-in-guest.sh --check      # ibv_devices, ibv_devinfo -d rxe0 in the guest: rxe0 PORT_ACTIVE?
@@ -10,8 +11,8 @@
 # the host's libibverbs run unchanged; the guest's /tmp shows the host's /tmp through an overlay
 # whose writes stay in the guest (9p has no FIFOs or sockets), and /dev/shm is a tmpfs.
 # COMMAND runs as root in the caller's working directory with a clean environment (PATH, HOME, LANG,
-# TMPDIR, PINPOOL_SOFTROCE=1, plus each --env), stdin from /dev/null; its stdout and stderr stream back
-# as it runs.
+# TMPDIR, PINPOOL_SOFTROCE=1, PINPOOL_HOST_ADDR=rxe0's IPv4 address, plus each --env), stdin from
+# /dev/null; its stdout and stderr stream back as it runs.
 # Exit status: COMMAND's; 124 if --timeout (default 600 s, boot included) expired; 125 if the harness or
 # the guest failed before COMMAND ran (the guest console tail is printed).
 # Inside the guest (PINPOOL_SOFTROCE=1) it just runs COMMAND under the timeout, without a nested guest.
@@ -23,6 +24,13 @@
 # PINPOOL_VM_9P_CACHE (loose: fast, guest may not see host edits made while it runs; mmap: coherent,
 # host programs start 5-10x slower), PINPOOL_VM_VERBOSE=1 (timings, console log path),
 # PINPOOL_VM_KEEP=1 (keep the run directory).
+# Guest topology (docs/softroce.md): PINPOOL_VM_NUMA=N (N emulated NUMA nodes, one socket each; CPUs and
+# memory split evenly), PINPOOL_VM_NIC=virtio (rxe0 on a virtio NIC instead of dummy0; an isolated one
+# unless PINPOOL_VM_LINK), PINPOOL_VM_NIC_NODE=N (that NIC behind a PCI expander bridge on node N),
+# PINPOOL_VM_HUGEPAGES=COUNT|NODE:COUNT[,NODE:COUNT]... (2 MiB hugetlb pages reserved before COMMAND),
+# PINPOOL_VM_ADDR=A.B.C.D/P (rxe0's netdev address), PINPOOL_VM_HOSTNAME, and
+# PINPOOL_VM_LINK=listen:SOCKET|connect:SOCKET (the NIC is one end of a unix-socket link to another
+# guest; run-two-guests.sh sets these).
 # Image building is in guest-image.sh, the guest side in guest-init.sh and guest-session.sh.
 set -euo pipefail
 
@@ -99,12 +107,76 @@ require_host() {
   esac
 }
 
-# The job is bash source read by guest-session.sh: where to run, with what environment, what.
+# Reads and checks the PINPOOL_VM_* topology knobs into the guest_* globals.
+read_topology() {
+  local spec node seen=
+  guest_cpus=${PINPOOL_VM_CPUS:-2}
+  guest_memory=${PINPOOL_VM_MEMORY:-2048}
+  [[ $guest_cpus =~ ^[1-9][0-9]*$ ]] || die "PINPOOL_VM_CPUS must be a positive number"
+  [[ $guest_memory =~ ^[1-9][0-9]*$ ]] || die "PINPOOL_VM_MEMORY must be a positive number of MiB"
+  guest_numa=${PINPOOL_VM_NUMA:-1}
+  [[ $guest_numa =~ ^[1-9][0-9]*$ ]] || die "PINPOOL_VM_NUMA must be a number of nodes"
+  if [ "$guest_numa" -gt 1 ]; then
+    # One socket per node: vCPUs of one socket split over nodes make the kernel warn (topology_sane).
+    [ $((guest_cpus % guest_numa)) -eq 0 ] ||
+      die "PINPOOL_VM_NUMA=$guest_numa needs PINPOOL_VM_CPUS ($guest_cpus) to be a multiple of it"
+  fi
+  guest_nic=${PINPOOL_VM_NIC:-dummy}
+  guest_nic_node=${PINPOOL_VM_NIC_NODE:-}
+  guest_link=${PINPOOL_VM_LINK:-}
+  if [ -n "$guest_nic_node" ]; then
+    if ! [[ $guest_nic_node =~ ^[0-9]+$ ]] || [ "$guest_nic_node" -ge "$guest_numa" ]; then
+      die "PINPOOL_VM_NIC_NODE=$guest_nic_node needs PINPOOL_VM_NUMA > $guest_nic_node"
+    fi
+    guest_nic=virtio
+  fi
+  case $guest_link in
+    '') ;;
+    listen:?* | connect:?*) guest_nic=virtio ;;
+    *) die "PINPOOL_VM_LINK must be listen:SOCKET or connect:SOCKET" ;;
+  esac
+  case $guest_nic in
+    dummy | virtio) ;;
+    *) die "PINPOOL_VM_NIC must be dummy or virtio" ;;
+  esac
+  guest_addr=${PINPOOL_VM_ADDR:-10.77.0.1/24}
+  [[ $guest_addr =~ ^([0-9]{1,3}\.){3}[0-9]{1,3}/[0-9]{1,2}$ ]] ||
+    die "PINPOOL_VM_ADDR must look like 10.77.0.1/24"
+  guest_hostname=${PINPOOL_VM_HOSTNAME:-}
+  [[ $guest_hostname =~ ^[A-Za-z0-9.-]*$ ]] || die "PINPOOL_VM_HOSTNAME must be a plain host name"
+  # Either one global count, or a count per node (the kernel spreads a global count over the nodes).
+  guest_hugepages=()
+  [ -n "${PINPOOL_VM_HUGEPAGES:-}" ] || return 0
+  IFS=, read -ra guest_hugepages <<<"$PINPOOL_VM_HUGEPAGES"
+  [[ $PINPOOL_VM_HUGEPAGES =~ ^[0-9]+$ ]] && return 0
+  for spec in "${guest_hugepages[@]}"; do
+    [[ $spec =~ ^([0-9]+):[0-9]+$ ]] ||
+      die "PINPOOL_VM_HUGEPAGES must be COUNT or NODE:COUNT[,NODE:COUNT]..., not $PINPOOL_VM_HUGEPAGES"
+    node=${BASH_REMATCH[1]}
+    [ "$node" -lt "$guest_numa" ] ||
+      die "PINPOOL_VM_HUGEPAGES names node $node; PINPOOL_VM_NUMA gives the guest $guest_numa node(s)"
+    [[ " $seen " != *" $node "* ]] || die "PINPOOL_VM_HUGEPAGES names node $node twice"
+    seen+=" $node"
+  done
+}
+
+# A MAC in QEMU's range made of the address's last three octets: guests with different addresses never
+# share one, and the guest finds its NIC by it.
+guest_mac() {
+  local b c d
+  IFS=./ read -r _ b c d _ <<<"$guest_addr"
+  printf '52:54:00:%02x:%02x:%02x\n' "$b" "$c" "$d"
+}
+
+# The job is bash source read by guest-session.sh: where to run, with what environment, what, and how to
+# set up the guest's network (guest_netdev_mac empty: dummy0) and huge pages.
 write_job() {
-  local job_cwd=$PWD job_env job_argv entry
+  local job_cwd=$PWD job_env job_argv entry guest_netdev_mac=
+  if [ "$guest_nic" = virtio ]; then guest_netdev_mac=$(guest_mac); fi
   job_env=(
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     "HOME=${HOME:-/root}" USER=root LOGNAME=root LANG=C.UTF-8 TMPDIR=/tmp PINPOOL_SOFTROCE=1
+    "PINPOOL_HOST_ADDR=${guest_addr%/*}"
   )
   for entry in "${extra_env[@]}"; do
     if [[ $entry == *=* ]]; then
@@ -114,11 +186,50 @@ write_job() {
     fi
   done
   job_argv=("${argv[@]}")
-  declare -p job_cwd job_env job_argv >"$run_dir/job"
+  declare -p job_cwd job_env job_argv guest_netdev_mac guest_addr guest_hostname guest_hugepages \
+    >"$run_dir/job"
 }
 
 # QEMU option values escape a comma by doubling it.
 qemu_escape() { echo "${1//,/,,}"; }
+
+# Prints the QEMU arguments of the CPUs and memory: -smp/-m, plus one memory backend and node per NUMA
+# node, each node one socket with its share of the vCPUs.
+qemu_topology_args() {
+  local node per_node_mib cpus_per_node first
+  if [ "$guest_numa" -le 1 ]; then
+    printf '%s\n' -smp "$guest_cpus" -m "$guest_memory"
+    return 0
+  fi
+  per_node_mib=$((guest_memory / guest_numa))
+  cpus_per_node=$((guest_cpus / guest_numa))
+  printf '%s\n' -smp "$guest_cpus,sockets=$guest_numa" -m "$((per_node_mib * guest_numa))"
+  for ((node = 0; node < guest_numa; node++)); do
+    first=$((node * cpus_per_node))
+    printf '%s\n' -object "memory-backend-ram,id=mem$node,size=${per_node_mib}M" \
+      -numa "node,nodeid=$node,cpus=$first-$((first + cpus_per_node - 1)),memdev=mem$node"
+  done
+}
+
+# Prints the QEMU arguments of the virtio NIC, if any: its backend (a unix-socket link to another guest,
+# or a hub port that goes nowhere) and the device, behind a PCI expander bridge on a NUMA node if asked.
+qemu_nic_args() {
+  local backend device socket
+  [ "$guest_nic" = virtio ] || return 0
+  socket=$(qemu_escape "${guest_link#*:}")
+  case $guest_link in
+    listen:*) backend="stream,id=net0,server=on,addr.type=unix,addr.path=$socket" ;;
+    connect:*) backend="stream,id=net0,server=off,addr.type=unix,addr.path=$socket" ;;
+    *) backend=hubport,id=net0,hubid=0 ;;
+  esac
+  device="virtio-net-pci,netdev=net0,mac=$(guest_mac)"
+  if [ -n "$guest_nic_node" ]; then
+    # The expander bridge is an ACPI root bridge with a _PXM: devices behind it get a numa_node.
+    printf '%s\n' -device "pxb,id=pxb1,bus_nr=32,numa_node=$guest_nic_node,bus=pci.0"
+    device+=",bus=pxb1,addr=0x1"
+  fi
+  printf '%s\n' -netdev "$backend" -device "$device"
+}
 
 # Prints QEMU's arguments, one per line.
 qemu_args() {
@@ -133,13 +244,15 @@ qemu_args() {
   cmdline+=" pinpool.session=$script_dir/guest-session.sh pinpool.run=$run_dir"
   cmdline+=" pinpool.9pcache=${PINPOOL_VM_9P_CACHE:-loose}"
   printf '%s\n' -nodefaults -no-user-config -no-reboot -display none \
-    -machine "pc,accel=$accel" -cpu "$cpu" -smp "${PINPOOL_VM_CPUS:-2}" -m "${PINPOOL_VM_MEMORY:-2048}" \
+    -machine "pc,accel=$accel" -cpu "$cpu" \
     -kernel "$(qemu_escape "$image/vmlinux")" -initrd "$(qemu_escape "$image/initramfs.cpio")" \
     -append "$cmdline" \
     -serial "file:$(qemu_escape "$run_dir/console.log")" -pidfile "$run_dir/qemu.pid" \
     -fsdev "local,id=hostroot,path=/,security_model=$security,multidevs=remap" \
     -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
     -device virtio-serial-pci,id=vser
+  qemu_topology_args
+  qemu_nic_args
   for port in out err ctl; do
     printf '%s\n' -chardev "file,id=$port,path=$(qemu_escape "$run_dir/$port")" \
       -device "virtserialport,bus=vser.0,chardev=$port,name=pinpool.$port"
@@ -238,6 +351,8 @@ main() {
     exec timeout "$timeout_seconds" "${argv[@]}"
   fi
   require_host
+  # --prepare builds the one image every topology boots; the knobs matter only to a run.
+  [ "$mode" = prepare ] || read_topology
   trap cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
