@@ -33,13 +33,6 @@ using testing::RcPair;
 using testing::StatusName;
 using Side = RcPair::Side;
 
-#define ASSERT_WC(expected, got)                                     \
-  do {                                                               \
-    const absl::StatusOr<ibv_wc_status> wc_ = (got);                 \
-    ASSERT_TRUE(wc_.ok()) << wc_.status();                           \
-    ASSERT_EQ(*wc_, expected) << "completion: " << StatusName(*wc_); \
-  } while (false)
-
 constexpr std::uint32_t kRxeVendorId = 0xffffff;
 
 class RemoteAccessTest : public testing::VerbsTest {

@@ -38,13 +38,6 @@ ibv_sge Prefix(const Block& b, std::uint32_t n, std::size_t domain = 0) {
   return sge;
 }
 
-#define EXPECT_WC(expected, got)                                     \
-  do {                                                               \
-    const absl::StatusOr<ibv_wc_status> wc_ = (got);                 \
-    ASSERT_TRUE(wc_.ok()) << wc_.status();                           \
-    EXPECT_EQ(*wc_, expected) << "completion: " << StatusName(*wc_); \
-  } while (false)
-
 // Block sizes from 1 byte to 1.5 MiB in 2 MiB chunks: the large ones cannot share a chunk, so
 // the blocks span several registrations. Each WRITE goes from block i to block i+1 (a different
 // size, often a different chunk) and each READ brings it back into block i; the bytes beyond the

@@ -106,4 +106,15 @@ inline long long FirstMismatch(const void* p, std::size_t n, std::uint64_t seed)
 
 }  // namespace pinpool::testing
 
+// That an operation's StatusOr<ibv_wc_status> (RcPair) is OK and holds the expected completion
+// status, naming the one it got.
+#define PINPOOL_WC_(assertion, expected, got)                                            \
+  do {                                                                                   \
+    const absl::StatusOr<ibv_wc_status> wc_ = (got);                                     \
+    ASSERT_TRUE(wc_.ok()) << wc_.status();                                               \
+    assertion(*wc_, expected) << "completion: " << ::pinpool::testing::StatusName(*wc_); \
+  } while (false)
+#define EXPECT_WC(expected, got) PINPOOL_WC_(EXPECT_EQ, expected, got)
+#define ASSERT_WC(expected, got) PINPOOL_WC_(ASSERT_EQ, expected, got)
+
 #endif  // PINPOOL_TESTS_RDMA_VERBS_TEST_SUPPORT_H_
