@@ -366,7 +366,7 @@ class Page:
                 if d not in domains:
                     domains.append(d)
             for d in domains:
-                label = "mlock" if d == "host" else d
+                label = {"host": "mlock", "pin": "long-term pin"}.get(d, d)  # "host": older runs
                 for page in ["1G", "2M", "THP", "4K"]:
                     cells = []
                     for pop in ["populated", "unpopulated"]:

@@ -304,11 +304,11 @@ def check_guest(tool):
 
 # --- demo ----------------------------------------------------------------------------------------
 
-STATS_FIELDS = ["reserved_bytes", "mapped_bytes", "pinned_bytes", "budget_bytes", "allocated_bytes",
-                "heap_active_bytes", "thread_caches", "growths", "growth_failures", "memlock_limit",
-                "locked_bytes", "device_pinned_bytes", "memlock_exempt", "memlock_headroom",
-                "heap_fragmentation", "mapped_unused_bytes", "mapped_unused_fraction", "chunks",
-                "domains"]
+STATS_FIELDS = ["reserved_bytes", "mapped_bytes", "pinned_bytes", "locked_bytes", "budget_bytes",
+                "allocated_bytes", "heap_active_bytes", "thread_caches", "growths", "growth_failures",
+                "memlock_limit", "process_pinned_bytes", "process_locked_bytes", "memlock_exempt",
+                "pin_headroom", "lock_headroom", "heap_fragmentation", "mapped_unused_bytes",
+                "mapped_unused_fraction", "chunks", "domains"]
 
 
 def check_demo(demo):
@@ -327,6 +327,10 @@ def check_demo(demo):
     check(c["page_size"] in ("1G", "2M", "THP", "4K"), f"page size {c['page_size']}")
     dom = s["domains"][0]
     check(dom["registrations"] == 1 and dom["mean_register_seconds"] is not None, f"domain {dom}")
+    # Without an RDMA device the demo uses the default domain: long-term pinned, never mlock.
+    check(dom["pinning"] == "long-term", f"the demo's domain does not pin long-term: {dom}")
+    check(s["pinned_bytes"] == s["mapped_bytes"] and s["locked_bytes"] == 0,
+          f"pinned {s['pinned_bytes']}, locked {s['locked_bytes']} of {s['mapped_bytes']} mapped")
     run([demo, "--bogus"], expect_rc=2)
     finish("demo")
 
