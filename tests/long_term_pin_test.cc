@@ -24,6 +24,7 @@
 #include "domain/io_uring_refusal.h"
 #include "domain/long_term_pin_domain.h"
 #include "os/os.h"
+#include "pinpool/pinpool_c.h"
 #include "pinpool/pool.h"
 #include "support/proc_status.h"
 
@@ -164,6 +165,13 @@ void ExpectTheDefaultPoolToFailSayingWhyAndTheResidentOneToWork(int err) {
   EXPECT_NEAR(ProcStatusBytes("VmSize"), size, 1 << 20);
   EXPECT_EQ(ProcStatusBytes("VmPin"), pinned);
   EXPECT_EQ(ProcStatusBytes("VmLck"), locked);
+
+  // The C API, which always uses the default domain, says the same with an errno.
+  pinpool_pool_t* c_pool = nullptr;
+  char errbuf[1024];
+  EXPECT_EQ(pinpool_create(nullptr, &c_pool, errbuf, sizeof errbuf), -err);
+  EXPECT_EQ(c_pool, nullptr);
+  EXPECT_THAT(std::string(errbuf), HasSubstr("long-term pinning is not available here"));
 
   // The alternative it names works here.
   o.domains = {MakeResidentNotPinnedDomain()};

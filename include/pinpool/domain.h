@@ -28,7 +28,7 @@ class Domain {
   virtual ~Domain() = default;
 
   virtual DomainKind kind() const noexcept = 0;
-  // Short human-readable name for stats and errors ("host", "rxe0/pd0", ...).
+  // Short human-readable name for stats and errors ("long-term pin", "rxe0/pd0", ...).
   virtual std::string name() const = 0;
   // What registration does to the pages: long-term pin, mlock, or nothing.
   virtual Pinning pinning() const noexcept = 0;
