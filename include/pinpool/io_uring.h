@@ -8,8 +8,10 @@
 //
 // Registration takes a long-term pin (Pinning::kLongTerm): the pages cannot migrate while
 // registered, they count in VmPin, and io_uring checks them against RLIMIT_MEMLOCK per user,
-// across all of the user's processes. (The default domain, MakeLongTermPinDomain, pins the same
-// way with rings of its own when a pool needs the pin but no I/O.)
+// across all of the user's processes. Linux 6.1 drops the pin of an emptied slot about a second
+// later, from a kernel worker; destroying the domain waits for all of them. (The default
+// domain, MakeLongTermPinDomain, pins the same way with rings of its own when a pool needs the
+// pin but no I/O.)
 //
 // Thread safety: Register/Deregister may be called from several threads and pools at once. The
 // ring itself is the application's to submit on; pinpool only registers buffers on it.
