@@ -196,6 +196,7 @@ inline bool GrowInterleaved(const std::vector<Pool*>& pools, InterleavedControl&
 class CompactionRun {
  public:
   static constexpr int kMaxRounds = 6;
+  static constexpr std::size_t kEnoughMoved = 64;
 
   // Every chunk of `pool`, which must be populated 4 KiB pages, under one name.
   void WatchPool(const std::string& name, const Pool& pool, bool claims_pin) {
@@ -213,9 +214,10 @@ class CompactionRun {
     control_ = Entry{name, false, {Watch(name, control.data(), control.length())}};
   }
 
-  // Compacts memory, up to kMaxRounds times, until some page of the control has moved. When a
-  // round moved none, one more control is made (fresh pages, wherever the kernel finds them
-  // now) for the next: the pools keep being watched through every round.
+  // Compacts memory, up to kMaxRounds times, until kEnoughMoved pages of the control have moved
+  // (one is enough to pass; more make the run's evidence stronger). After each round short of
+  // that, one more control is made (fresh pages, wherever the kernel finds them now) for the
+  // next: the pools keep being watched through every round.
   void CompactUntilTheControlMoves() {
     for (rounds_ = 1; rounds_ <= kMaxRounds; ++rounds_) {
       ASSERT_TRUE(CompactMemory()) << "writing /proc/sys/vm/compact_memory failed";
@@ -223,7 +225,7 @@ class CompactionRun {
         for (Watched& w : e.ranges) Recount(w);
       }
       for (Watched& w : control_.ranges) Recount(w);
-      if (Moved(control_) != 0) return;
+      if (Moved(control_) >= kEnoughMoved) return;
       auto more = std::make_unique<InterleavedControl>(kWatchedBytes);
       more->Grow(kWatchedBytes);
       if (more->Lock()) {
