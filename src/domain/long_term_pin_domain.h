@@ -11,8 +11,8 @@
 
 namespace pinpool::internal {
 
-// Slots of each private io_uring table MakeLongTermPinDomain uses (8 KiB of kernel memory each;
-// the kernel allows up to 16384).
+// Slots of each private io_uring table MakeLongTermPinDomain uses (the kernel allows up to
+// 16384; a table's slot array is kernel memory, so a small pool should not hold thousands).
 inline constexpr std::uint32_t kLongTermPinSlotsPerTable = 1024;
 
 // MakeLongTermPinDomain with tables of `slots_per_table` chunks (1 .. 16384).
