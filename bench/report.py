@@ -420,7 +420,7 @@ class Page:
             self.w()
             return
         b = r.runs[name]
-        self.w("One pool (64 MiB chunks, transparent huge pages, host domain), one thread, fixed seed: "
+        self.w("One pool (64 MiB chunks, transparent huge pages, the default domain), one thread, fixed seed: "
                "block sizes log-uniform in four bands (60% 16 B-1 KiB, 25% 1-16 KiB, 12% 16-256 KiB, "
                "3% 256 KiB-2 MiB), allocated up to the target of live requested bytes, then 4x as many "
                "random frees each followed by refilling to the target. Measured at the end.")

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::memset(b.data(), 0xab, b.size());
-    // The host domain has no device keys: show a dash rather than a zero that looks like one.
+    // The default domain has no device keys: show a dash rather than a zero that looks like one.
     char lkey[16] = "-", rkey[16] = "-";
     if (verbs.ok()) {
       std::snprintf(lkey, sizeof(lkey), "0x%x", pinpool::ToUnderlying(b.lkey()));
