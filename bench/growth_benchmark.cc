@@ -1,7 +1,8 @@
 // Growth: what it costs a pool to add chunks and register them, in bytes pinned per second, by
 // page size (1 GiB / 2 MiB hugetlb, transparent huge pages, 4 KiB), populated up front or not,
 // for each registration domain this machine has:
-//   host      mlock (pin-only host memory)          on the host
+//   pin       the default long-term pin domain      on the host
+//   mlock     mlock (resident, not pinned)          on the host
 //   io_uring  fixed-buffer table of a ring          on the host
 //   verbs     ibv_reg_mr on the RDMA device's PD    in the soft-RoCE guest (only there)
 //
@@ -95,7 +96,14 @@ int main(int argc, char** argv) {
     Domains().push_back({"verbs", *std::move(verbs)});
     benchmark::AddCustomContext("device", Domains().back().domain->name());
   } else {
-    Domains().push_back({"host", pinpool::MakeHostDomain()});
+    absl::StatusOr<std::shared_ptr<pinpool::Domain>> pin = pinpool::MakeLongTermPinDomain();
+    if (pin.ok()) {
+      Domains().push_back({"pin", *std::move(pin)});
+    } else {
+      std::fprintf(stderr, "growth_benchmark: no long-term pin domain: %s\n",
+                   pin.status().ToString().c_str());
+    }
+    Domains().push_back({"mlock", pinpool::MakeResidentNotPinnedDomain()});
     pinpool::IoUringDomainOptions io;
     io.slots = 64;
     absl::StatusOr<std::shared_ptr<pinpool::IoUringDomain>> ring =

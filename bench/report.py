@@ -342,7 +342,7 @@ class Page:
         host = Results(os.path.join(self.out, "growth_host.json"))
         verbs = Results(os.path.join(self.out, "guest", "growth_verbs.json"))
         hp = self.hugepages
-        self.w(f"GB/s pinned (10^9 bytes per second) for `Pool::Reserve` of {int(hp.get('growth_mib', '0'))} MiB on the "
+        self.w(f"GB/s registered (10^9 bytes per second; pinned long-term, or for mlock only locked) for `Pool::Reserve` of {int(hp.get('growth_mib', '0'))} MiB on the "
                f"host (1 GiB chunks for 1 GiB pages, 64 MiB chunks otherwise) and "
                f"{self.guest.get('growth_mib', '?')} MiB in the guest, from an empty pool: map, fault in "
                "(populated) or not, and register every chunk. The page size is required, never a "
@@ -366,7 +366,7 @@ class Page:
                 if d not in domains:
                     domains.append(d)
             for d in domains:
-                label = "mlock" if d == "host" else d
+                label = {"host": "mlock", "pin": "long-term pin"}.get(d, d)  # "host": older runs
                 for page in ["1G", "2M", "THP", "4K"]:
                     cells = []
                     for pop in ["populated", "unpopulated"]:
@@ -402,7 +402,7 @@ class Page:
                 vals = {pop: v for dd, pg, pop, v in rows if dd == d and pg == page}
                 lines.append(f'"{d} {page}" {vals.get("populated", "NaN")} {vals.get("unpopulated", "NaN")}\n')
             data = {"growth.dat": "".join(lines)}
-            body = ['set title "Growth: GB/s pinned by Pool::Reserve (higher is better; log scale)"',
+            body = ['set title "Growth: GB/s registered by Pool::Reserve (higher is better; log scale)"',
                     'set style data histogram', 'set style histogram cluster gap 1',
                     'set style fill solid 0.8 border -1', 'set logscale y', 'set grid ytics',
                     'set ylabel "GB/s"', 'set xtics rotate by -30', 'set bmargin 9', 'set key top right',
@@ -420,7 +420,7 @@ class Page:
             self.w()
             return
         b = r.runs[name]
-        self.w("One pool (64 MiB chunks, transparent huge pages, host domain), one thread, fixed seed: "
+        self.w("One pool (64 MiB chunks, transparent huge pages, the default domain), one thread, fixed seed: "
                "block sizes log-uniform in four bands (60% 16 B-1 KiB, 25% 1-16 KiB, 12% 16-256 KiB, "
                "3% 256 KiB-2 MiB), allocated up to the target of live requested bytes, then 4x as many "
                "random frees each followed by refilling to the target. Measured at the end.")

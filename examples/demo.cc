@@ -3,9 +3,10 @@
 //
 // Domains: when an RDMA device is usable, the pool registers with it (a VerbsDomain on the first
 // device with an ACTIVE port, granting peers remote read and write) and every block shows the
-// lkey and rkey a work request needs. Otherwise it says why and uses the pin-only host domain
-// (mlock), which works everywhere. Huge pages are used when reserved (vm.nr_hugepages), else
-// transparent huge pages, else 4 KiB pages: the output says which.
+// lkey and rkey a work request needs. Otherwise it says why and uses the default domain, which
+// takes a long-term pin of each chunk (physical addresses fixed) without any device. The output
+// says what each domain does to the pages. Huge pages are used when reserved (vm.nr_hugepages),
+// else transparent huge pages, else 4 KiB pages: the output says which.
 //
 // `pinpool_demo --json` does the same and prints only the pool's stats as JSON
 // (PoolStats::ToJson, fields in docs/pinpool-info.md), for tools and tests.
@@ -38,7 +39,9 @@ int main(int argc, char** argv) {
                  (*verbs)->name().c_str(), pinpool::ForkModeName(pinpool::QueryForkMode()));
     options.domains.push_back(*verbs);
   } else {
-    std::fprintf(text, "domain: host (pin-only), because there is no usable RDMA device:\n  %s\n",
+    std::fprintf(text,
+                 "domain: the default (long-term pin, no device keys), because there is no usable "
+                 "RDMA device:\n  %s\n",
                  verbs.status().ToString().c_str());
   }
 
@@ -51,8 +54,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot create the pool: %s\n", pool.status().ToString().c_str());
     return 1;
   }
+  // What registration does to the pages, per domain: only a long-term pin keeps them where a
+  // device can find them.
+  for (const pinpool::DomainStats& d : (*pool)->GetStats().domains) {
+    std::fprintf(text, "pinning by %s: %s\n", d.name.c_str(),
+                 pinpool::PinningDescription(d.pinning));
+  }
 
-  std::fprintf(text, "\n%-8s %-16s %-10s %-10s %-12s %-12s %s\n", "size", "address", "lkey", "rkey",
+  std::fprintf(text, "\n%-8s %-16s %-10s %-10s %-14s %-12s %s\n", "size", "address", "lkey", "rkey",
                "domain", "offset", "chunk pages");
   std::vector<pinpool::Block> blocks;
   for (std::size_t size : {64ul, 4096ul, 65536ul, 1ul << 20}) {
@@ -63,13 +72,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::memset(b.data(), 0xab, b.size());
-    // The host domain has no device keys: show a dash rather than a zero that looks like one.
+    // The default domain has no device keys: show a dash rather than a zero that looks like one.
     char lkey[16] = "-", rkey[16] = "-";
     if (verbs.ok()) {
       std::snprintf(lkey, sizeof(lkey), "0x%x", pinpool::ToUnderlying(b.lkey()));
       std::snprintf(rkey, sizeof(rkey), "0x%x", pinpool::ToUnderlying(b.rkey()));
     }
-    std::fprintf(text, "%-8zu %-16p %-10s %-10s %-12s %-12llu %s\n", b.size(), b.data(), lkey, rkey,
+    std::fprintf(text, "%-8zu %-16p %-10s %-10s %-14s %-12llu %s\n", b.size(), b.data(), lkey, rkey,
                  (*pool)->GetStats().domains[0].name.c_str(),
                  static_cast<unsigned long long>(b.offset()),
                  pinpool::PageSizeName(b.chunk().page_size));

@@ -11,8 +11,8 @@
 #   --report DIR     measure nothing: rewrite the page from an earlier run's results directory
 #                    (after editing bench/report.py or bench/benchmarks-notes.md)
 #
-# On the host: alloc_compare_benchmark (allocation fast path), growth_benchmark (host mlock and
-# io_uring), overhead_benchmark. In ONE soft-RoCE guest (scripts/softroce/run-in-guest.sh):
+# On the host: alloc_compare_benchmark (allocation fast path), growth_benchmark (long-term pin,
+# mlock and io_uring), overhead_benchmark. In ONE soft-RoCE guest (scripts/softroce/run-in-guest.sh):
 # bench/guest-benchmarks.sh (rdma_ready_benchmark, wire_benchmark, perftest's ib_write_bw,
 # remote_access_benchmark, growth_benchmark on verbs). Then bench/report.py writes the page and plots them with gnuplot.
 #
@@ -124,7 +124,7 @@ log "allocation fast path (alloc_compare_benchmark)"
   --benchmark_out="$out/alloc.json" --benchmark_out_format=json > /dev/null
 load alloc_end
 
-log "growth on the host (growth_benchmark: host mlock, io_uring)"
+log "growth on the host (growth_benchmark: long-term pin, mlock, io_uring)"
 # 2 MiB pages for the whole total plus slack; one 1 GiB page (may be refused: reported).
 echo $(( growth_mib / 2 + 64 )) > $hp2 || true
 [ -z "$saved_hp1" ] || echo $(( saved_hp1 + 1 )) > $hp1 2>/dev/null || true

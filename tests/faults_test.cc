@@ -5,7 +5,8 @@
 //  - the pool keeps serving from the chunks it has, with the right keys,
 //  - the counts are exactly what they should be: live registrations per domain, chunk bytes the
 //    os layer says are mapped, what /proc/self/maps shows over the pool's range (rw chunks,
-//    PROT_NONE reservation, no hole), and pinned bytes (VmLck) for the pinning host domain,
+//    PROT_NONE reservation, no hole), long-term pinned bytes (VmPin) for the default domain and
+//    locked bytes (VmLck) for the resident (mlock) domain,
 //  - and the next growth, with the fault gone, succeeds.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -70,6 +71,8 @@ class FaultTest : public ::testing::Test {
     internal::os::SetFaultHook(nullptr);
     plan.call = -1;
   }
+
+ public:
   static void Fail(Call call, int err, int times = 1, int skip = 0) {
     plan.injected = 0;
     plan.err = err;
@@ -180,24 +183,36 @@ TEST_F(FaultTest, RegistrationFailingMidwayThroughGrowthUndoesTheChunkAndKeepsSe
   EXPECT_EQ(internal::os::counters().chunk_bytes.load(), before);
 }
 
-TEST_F(FaultTest, RegistrationFailingWithThePinningHostDomainLeavesNothingPinned) {
-  PINPOOL_SKIP_IF_MLOCK_IS_A_NOOP();
+// A host domain registers chunk 2, then the fake after it refuses: the host domain's pin (or
+// lock) of chunk 2 must be undone, so `counter` (VmPin, VmLck) counts one chunk, not two.
+void ExpectAFailureAfterTheHostDomainLeavesNothing(std::shared_ptr<Domain> host,
+                                                   const char* counter) {
   auto fake = std::make_shared<CountingDomain>("after-host");
   const std::int64_t before = internal::os::counters().chunk_bytes.load();
-  const long long locked = ProcStatusBytes("VmLck");
-  PoolOptions o = Options({MakeHostDomain(), fake});
+  const long long held = ProcStatusBytes(counter);
+  PoolOptions o = Options({std::move(host), fake});
   o.initial_size = kChunk;
   auto pool = Pool::Create(o).value();
-  EXPECT_EQ(ProcStatusBytes("VmLck") - locked, static_cast<long long>(kChunk));
-  fake->FailRegistration(1);  // the host domain has mlocked chunk 2 when this fails
+  EXPECT_EQ(ProcStatusBytes(counter) - held, static_cast<long long>(kChunk)) << counter;
+  fake->FailRegistration(1);  // the host domain holds chunk 2 when this fails
   EXPECT_FALSE(pool->Reserve(2 * kChunk).ok());
-  EXPECT_EQ(ProcStatusBytes("VmLck") - locked, static_cast<long long>(kChunk)) << "munlocked";
+  EXPECT_EQ(ProcStatusBytes(counter) - held, static_cast<long long>(kChunk))
+      << counter << ": chunk 2 was not released";
   ExpectExactly(*pool, 1, {fake}, before);
   EXPECT_GT(ExpectServes(*pool, {}, kChunk), 40u);
   ASSERT_TRUE(pool->Reserve(2 * kChunk).ok());
-  EXPECT_EQ(ProcStatusBytes("VmLck") - locked, static_cast<long long>(2 * kChunk));
+  EXPECT_EQ(ProcStatusBytes(counter) - held, static_cast<long long>(2 * kChunk)) << counter;
   pool.reset();
-  EXPECT_EQ(ProcStatusBytes("VmLck"), locked);
+  EXPECT_EQ(ProcStatusBytes(counter), held) << counter;
+}
+
+TEST_F(FaultTest, RegistrationFailingAfterTheLongTermPinDomainLeavesNothingPinned) {
+  ExpectAFailureAfterTheHostDomainLeavesNothing(MakeLongTermPinDomain().value(), "VmPin");
+}
+
+TEST_F(FaultTest, RegistrationFailingAfterTheResidentDomainLeavesNothingLocked) {
+  PINPOOL_SKIP_IF_MLOCK_IS_A_NOOP();
+  ExpectAFailureAfterTheHostDomainLeavesNothing(MakeResidentNotPinnedDomain(), "VmLck");
 }
 
 TEST_F(FaultTest, HugePagesRunningOutFallBackOrFailAsThePolicySays) {
@@ -353,53 +368,112 @@ TEST_F(FaultTest, ReservingTheAddressRangeFailingFailsCreateAndLeavesNothing) {
   EXPECT_GT(ExpectServes(**again, {fake}, kChunk), 40u);
 }
 
-TEST_F(FaultTest, MlockRefusedMidwayIsTheMemlockErrorAndUndoesTheChunk) {
-  // The kernel refusing mlock after the headroom check passed (the limit was lowered meanwhile,
-  // or another thread pinned first): EAGAIN, as mlock reports RLIMIT_MEMLOCK.
-  PINPOOL_SKIP_IF_MLOCK_IS_A_NOOP();
+// The kernel refusing the host domain's pin (`call`) after the headroom check passed (the limit
+// was lowered meanwhile, or another thread or process pinned first), with `err` as the kernel
+// reports RLIMIT_MEMLOCK: the memlock error, naming the call, and the chunk undone.
+void ExpectARefusedPinIsTheMemlockErrorAndUndoesTheChunk(std::shared_ptr<Domain> host,
+                                                         const char* counter, Call call, int err,
+                                                         const char* refused) {
   auto fake = std::make_shared<CountingDomain>("before-host");
+  const std::string host_name = host->name();
   const std::int64_t before = internal::os::counters().chunk_bytes.load();
-  const long long locked = ProcStatusBytes("VmLck");
-  PoolOptions o = Options({fake, MakeHostDomain()});
+  const long long held = ProcStatusBytes(counter);
+  PoolOptions o = Options({fake, std::move(host)});
   o.initial_size = kChunk;
   auto pool = Pool::Create(o).value();
-  Fail(Call::kMlock, EAGAIN);
+  FaultTest::Fail(call, err);
   const absl::Status s = pool->Reserve(2 * kChunk);
+  EXPECT_EQ(plan.injected.load(), 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(s.message()),
-              AllOf(HasSubstr("domain 1 (host)"), HasSubstr("mlock of 4 MiB failed"),
+              AllOf(HasSubstr("domain 1 (" + host_name + ")"), HasSubstr(refused),
                     HasSubstr("RLIMIT_MEMLOCK"), HasSubstr("ulimit -l")));
   EXPECT_EQ(fake->deregister_calls(), 1u) << "domain 0's registration of the chunk undone";
   ExpectExactly(*pool, 1, {fake}, before);
-  EXPECT_EQ(ProcStatusBytes("VmLck") - locked, static_cast<long long>(kChunk));
+  EXPECT_EQ(ProcStatusBytes(counter) - held, static_cast<long long>(kChunk)) << counter;
   EXPECT_GT(ExpectServes(*pool, {fake}, kChunk), 40u);
   ASSERT_TRUE(pool->Reserve(2 * kChunk).ok());
-  EXPECT_EQ(ProcStatusBytes("VmLck") - locked, static_cast<long long>(2 * kChunk));
+  EXPECT_EQ(ProcStatusBytes(counter) - held, static_cast<long long>(2 * kChunk)) << counter;
+  pool.reset();
+  EXPECT_EQ(ProcStatusBytes(counter), held) << counter;
 }
 
-TEST(MemlockLimitTest, ReachingTheRealLimitStopsGrowthWithExactCounts) {
-  // The kernel's own limit, as an unprivileged user: 8 MiB of RLIMIT_MEMLOCK = two 4 MiB chunks
-  // at most (less what the process had locked already).
+TEST_F(FaultTest, LongTermPinRefusedMidwayIsTheMemlockErrorAndUndoesTheChunk) {
+  // io_uring reports RLIMIT_MEMLOCK as ENOMEM.
+  ExpectARefusedPinIsTheMemlockErrorAndUndoesTheChunk(
+      MakeLongTermPinDomain().value(), "VmPin", Call::kPinBuffer, ENOMEM,
+      "io_uring buffer registration of 4 MiB failed");
+}
+
+TEST_F(FaultTest, MlockRefusedMidwayIsTheMemlockErrorAndUndoesTheChunk) {
+  // mlock reports RLIMIT_MEMLOCK as EAGAIN.
+  PINPOOL_SKIP_IF_MLOCK_IS_A_NOOP();
+  ExpectARefusedPinIsTheMemlockErrorAndUndoesTheChunk(
+      MakeResidentNotPinnedDomain(), "VmLck", Call::kMlock, EAGAIN, "mlock of 4 MiB failed");
+}
+
+TEST_F(FaultTest, AFailedPinOfTheDefaultDomainLeavesNothingBehindAndGrowthResumes) {
+  // The default domain (no domain named), failing on the allocation path.
+  const std::int64_t before = internal::os::counters().chunk_bytes.load();
+  const long long pinned = ProcStatusBytes("VmPin");
+  PoolOptions o = Options({});
+  o.initial_size = kChunk;
+  auto pool = Pool::Create(o).value();
+  ASSERT_EQ(pool->GetStats().domains.size(), 1u);
+  EXPECT_EQ(pool->GetStats().domains[0].name, "long-term pin");
+  Fail(Call::kPinBuffer, ENOMEM);
+  std::vector<Block> held;
+  for (Block b; (b = pool->Allocate(3 * kMiB));) held.push_back(b);
+  EXPECT_EQ(held.size(), 1u);
+  EXPECT_EQ(plan.injected.load(), 1);
+  EXPECT_THAT(std::string(pool->last_growth_error().message()),
+              AllOf(HasSubstr("domain 0 (long-term pin)"), HasSubstr("RLIMIT_MEMLOCK")));
+  ExpectExactly(*pool, 1, {}, before);
+  EXPECT_EQ(pool->GetStats().pinned_bytes, kChunk);
+  EXPECT_EQ(ProcStatusBytes("VmPin") - pinned, static_cast<long long>(kChunk));
+  for (Block& b : held) pool->Deallocate(b);
+  ASSERT_TRUE(pool->Reserve(3 * kChunk).ok());
+  ExpectExactly(*pool, 3, {}, before);
+  EXPECT_EQ(ProcStatusBytes("VmPin") - pinned, static_cast<long long>(3 * kChunk));
+  pool.reset();
+  EXPECT_EQ(ProcStatusBytes("VmPin"), pinned);
+  EXPECT_EQ(internal::os::counters().chunk_bytes.load(), before);
+}
+
+// The kernel's own limit, as an unprivileged user: 8 MiB of RLIMIT_MEMLOCK = two 4 MiB chunks
+// at most (less what the process had pinned or locked already), through `host`.
+void ExpectTheRealLimitStopsGrowthWithExactCounts(std::shared_ptr<Domain> host,
+                                                  const char* counter) {
+  auto fake = std::make_shared<CountingDomain>("beside-host");
+  const std::int64_t before = internal::os::counters().chunk_bytes.load();
+  const long long held = ProcStatusBytes(counter);
+  auto pool = Pool::Create(Options({std::move(host), fake})).value();
+  std::vector<Block> blocks;
+  for (Block b; (b = pool->Allocate(3 * kMiB));) blocks.push_back(b);
+  const std::size_t chunks = blocks.size();  // one 3 MiB block per 4 MiB chunk
+  EXPECT_GE(chunks, 1u);
+  EXPECT_LE(chunks, 2u);
+  EXPECT_THAT(std::string(pool->last_growth_error().message()),
+              AllOf(HasSubstr("RLIMIT_MEMLOCK is 8 MiB"), HasSubstr("ulimit -l")));
+  EXPECT_EQ(ProcStatusBytes(counter) - held, static_cast<long long>(chunks * kChunk)) << counter;
+  ExpectExactly(*pool, chunks, {fake}, before);
+  for (Block& b : blocks) pool->Deallocate(b);
+  EXPECT_GT(ExpectServes(*pool, {}, chunks * kChunk), chunks * 40);
+  pool.reset();
+  EXPECT_EQ(ProcStatusBytes(counter), held) << counter;
+  EXPECT_EQ(fake->live_registrations(), 0u);
+}
+
+TEST(MemlockLimitTest, ReachingTheRealLimitWithTheLongTermPinDomainStopsGrowthWithExactCounts) {
+  testing::RunAsUnprivileged(+[] {
+    ExpectTheRealLimitStopsGrowthWithExactCounts(MakeLongTermPinDomain().value(), "VmPin");
+  });
+}
+
+TEST(MemlockLimitTest, ReachingTheRealLimitWithTheResidentDomainStopsGrowthWithExactCounts) {
   PINPOOL_SKIP_IF_MLOCK_IS_A_NOOP();
   testing::RunAsUnprivileged(+[] {
-    auto fake = std::make_shared<CountingDomain>("beside-host");
-    const std::int64_t before = internal::os::counters().chunk_bytes.load();
-    const long long locked = ProcStatusBytes("VmLck");
-    auto pool = Pool::Create(Options({MakeHostDomain(), fake})).value();
-    std::vector<Block> blocks;
-    for (Block b; (b = pool->Allocate(3 * kMiB));) blocks.push_back(b);
-    const std::size_t chunks = blocks.size();  // one 3 MiB block per 4 MiB chunk
-    EXPECT_GE(chunks, 1u);
-    EXPECT_LE(chunks, 2u);
-    EXPECT_THAT(std::string(pool->last_growth_error().message()),
-                AllOf(HasSubstr("RLIMIT_MEMLOCK is 8 MiB"), HasSubstr("ulimit -l")));
-    EXPECT_EQ(ProcStatusBytes("VmLck") - locked, static_cast<long long>(chunks * kChunk));
-    ExpectExactly(*pool, chunks, {fake}, before);
-    for (Block& b : blocks) pool->Deallocate(b);
-    EXPECT_GT(ExpectServes(*pool, {}, chunks * kChunk), chunks * 40);
-    pool.reset();
-    EXPECT_EQ(ProcStatusBytes("VmLck"), locked);
-    EXPECT_EQ(fake->live_registrations(), 0u);
+    ExpectTheRealLimitStopsGrowthWithExactCounts(MakeResidentNotPinnedDomain(), "VmLck");
   });
 }
 

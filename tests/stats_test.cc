@@ -1,7 +1,8 @@
 // PoolStats: the derived figures (memlock headroom, fragmentation) and the two printed forms.
 // ToJson must parse, carry every field with the value the struct holds, give each chunk the keys
 // its domains really returned (checked against a counting fake domain), and say null where a
-// limit does not apply or a key does not exist for the domain's kind.
+// limit does not apply or a key does not exist for the domain's kind. Pinned (long-term, VmPin)
+// and locked (mlock, VmLck) bytes are kept apart, for the pool and for the process.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,7 +31,7 @@ void ExpectUint(const JsonValue& v, const char* key, std::uint64_t expected) {
 
 TEST(StatsJsonTest, ParsesAndHoldsEveryFieldOfARealPool) {
   auto plain = std::make_shared<CountingDomain>("fake-a");
-  auto pinning = std::make_shared<CountingDomain>("fake-b", /*pins=*/true);
+  auto pinning = std::make_shared<CountingDomain>("fake-b", Pinning::kLongTerm);
   PoolOptions o;
   o.chunk_size = 2 * kMiB;
   o.budget = 8 * kMiB;
@@ -50,7 +51,8 @@ TEST(StatsJsonTest, ParsesAndHoldsEveryFieldOfARealPool) {
   // Against the pool as configured...
   EXPECT_EQ(v["mapped_bytes"].Uint(), 4 * kMiB);
   EXPECT_EQ(v["budget_bytes"].Uint(), 8 * kMiB);
-  EXPECT_EQ(v["pinned_bytes"].Uint(), 4 * kMiB);  // fake-b pins
+  EXPECT_EQ(v["pinned_bytes"].Uint(), 4 * kMiB);  // fake-b claims a long-term pin
+  EXPECT_EQ(v["locked_bytes"].Uint(), 0u);        // and nothing claims mlock
   EXPECT_EQ(v["growths"].Uint(), 2u);
   EXPECT_EQ(v["growth_failures"].Uint(), 0u);
   EXPECT_GE(*v["allocated_bytes"].Uint(), 10 * 1000 + kMiB);
@@ -60,8 +62,10 @@ TEST(StatsJsonTest, ParsesAndHoldsEveryFieldOfARealPool) {
   ExpectUint(v, "allocated_bytes", s.allocated_bytes);
   ExpectUint(v, "heap_active_bytes", s.heap_active_bytes);
   ExpectUint(v, "thread_caches", s.thread_caches);
+  ExpectUint(v, "pinned_bytes", s.pinned_bytes);
   ExpectUint(v, "locked_bytes", s.locked_bytes);
-  ExpectUint(v, "device_pinned_bytes", s.device_pinned_bytes);
+  ExpectUint(v, "process_pinned_bytes", s.process_pinned_bytes);
+  ExpectUint(v, "process_locked_bytes", s.process_locked_bytes);
   ASSERT_TRUE(v.Has("memlock_exempt"));
   EXPECT_EQ(v["memlock_exempt"].boolean, s.memlock_exempt);
   ASSERT_TRUE(v.Has("memlock_limit"));
@@ -70,11 +74,14 @@ TEST(StatsJsonTest, ParsesAndHoldsEveryFieldOfARealPool) {
   } else {
     ExpectUint(v, "memlock_limit", s.memlock_limit);
   }
-  ASSERT_TRUE(v.Has("memlock_headroom"));
-  if (s.memlock_headroom()) {
-    ExpectUint(v, "memlock_headroom", *s.memlock_headroom());
-  } else {
-    EXPECT_TRUE(v["memlock_headroom"].is_null());
+  for (const auto& [key, headroom] : {std::pair{"pin_headroom", s.pin_headroom()},
+                                      std::pair{"lock_headroom", s.lock_headroom()}}) {
+    ASSERT_TRUE(v.Has(key));
+    if (headroom) {
+      ExpectUint(v, key, *headroom);
+    } else {
+      EXPECT_TRUE(v[key].is_null()) << key;
+    }
   }
   EXPECT_DOUBLE_EQ(v["heap_fragmentation"].Number(), s.heap_fragmentation());
   EXPECT_DOUBLE_EQ(v["heap_fragmentation"].Number(),
@@ -100,6 +107,7 @@ TEST(StatsJsonTest, ParsesAndHoldsEveryFieldOfARealPool) {
     ExpectUint(j, "index", d);
     EXPECT_EQ(j["name"].text, names[d]);
     EXPECT_EQ(j["kind"].text, "custom");
+    EXPECT_EQ(j["pinning"].text, d == 0 ? "none" : "long-term");
     ExpectUint(j, "registrations", 2);
     ExpectUint(j, "registered_bytes", 4 * kMiB);
     EXPECT_DOUBLE_EQ(j["register_seconds"].Number(), s.domains[d].register_seconds);
@@ -151,11 +159,14 @@ PoolStats MadeUp() {
   s.allocated_bytes = 3 * kMiB;
   s.heap_active_bytes = 4 * kMiB;
   s.memlock_limit = 8 * kMiB;
-  s.locked_bytes = 1 * kMiB;
-  s.device_pinned_bytes = 3 * kMiB;
-  s.domains = {{"host", DomainKind::kHost, 1, 2 * kMiB, 0.001, 0.001},
-               {"rxe0/pd0", DomainKind::kVerbs, 1, 2 * kMiB, 0.002, 0.002},
-               {"io_uring/fd3", DomainKind::kIoUring, 0, 0, 0, 0}};
+  s.pinned_bytes = 2 * kMiB;
+  s.locked_bytes = 2 * kMiB;
+  s.process_locked_bytes = 1 * kMiB;
+  s.process_pinned_bytes = 3 * kMiB;
+  s.domains = {{"mlock (resident, not pinned)", DomainKind::kHost, Pinning::kResident, 1, 2 * kMiB,
+                0.001, 0.001},
+               {"rxe0/pd0", DomainKind::kVerbs, Pinning::kLongTerm, 1, 2 * kMiB, 0.002, 0.002},
+               {"io_uring/fd3", DomainKind::kIoUring, Pinning::kLongTerm, 0, 0, 0, 0}};
   ChunkStats c;
   c.base = 0x7f0000000000;
   c.size = 2 * kMiB;
@@ -170,22 +181,28 @@ PoolStats MadeUp() {
   return s;
 }
 
-TEST(StatsDerivedTest, MemlockHeadroomIsLimitMinusTheFullerOfLockedAndPinned) {
+TEST(StatsDerivedTest, MemlockHeadroomIsTheLimitMinusEachCounterOnItsOwn) {
   PoolStats s = MadeUp();
-  EXPECT_EQ(s.memlock_headroom(), 5 * kMiB);  // 8 - max(1, 3)
-  s.locked_bytes = 6 * kMiB;
-  EXPECT_EQ(s.memlock_headroom(), 2 * kMiB);
-  s.device_pinned_bytes = 9 * kMiB;
-  EXPECT_EQ(s.memlock_headroom(), 0u) << "over the limit is no headroom, not a wrap-around";
+  EXPECT_EQ(s.pin_headroom(), 5 * kMiB);   // 8 - VmPin 3
+  EXPECT_EQ(s.lock_headroom(), 7 * kMiB);  // 8 - VmLck 1
+  s.process_locked_bytes = 6 * kMiB;
+  EXPECT_EQ(s.pin_headroom(), 5 * kMiB) << "mlock does not use up what can be pinned";
+  EXPECT_EQ(s.lock_headroom(), 2 * kMiB);
+  s.process_pinned_bytes = 9 * kMiB;
+  EXPECT_EQ(s.pin_headroom(), 0u) << "over the limit is no headroom, not a wrap-around";
   s.memlock_exempt = true;
-  EXPECT_EQ(s.memlock_headroom(), std::nullopt);
+  EXPECT_EQ(s.pin_headroom(), std::nullopt);
+  EXPECT_EQ(s.lock_headroom(), std::nullopt);
   s.memlock_exempt = false;
   s.memlock_limit = SIZE_MAX;
-  EXPECT_EQ(s.memlock_headroom(), std::nullopt);
+  EXPECT_EQ(s.pin_headroom(), std::nullopt);
   const JsonValue v = ParseOrFail(s.ToJson());
   EXPECT_TRUE(v["memlock_limit"].is_null()) << "unlimited must be null, not SIZE_MAX";
-  EXPECT_TRUE(v["memlock_headroom"].is_null());
-  EXPECT_EQ(ParseOrFail(MadeUp().ToJson())["memlock_headroom"].Uint(), 5 * kMiB);
+  EXPECT_TRUE(v["pin_headroom"].is_null());
+  EXPECT_TRUE(v["lock_headroom"].is_null());
+  const JsonValue made_up = ParseOrFail(MadeUp().ToJson());
+  EXPECT_EQ(made_up["pin_headroom"].Uint(), 5 * kMiB);
+  EXPECT_EQ(made_up["lock_headroom"].Uint(), 7 * kMiB);
 }
 
 TEST(StatsDerivedTest, FragmentationOfTheHeapAndOfWhatIsMapped) {
@@ -210,7 +227,7 @@ TEST(StatsJsonTest, KeysAreNullWhereTheDomainKindHasNone) {
   ASSERT_EQ(regs.array.size(), 3u);
   for (const char* key : {"lkey", "rkey", "buffer_index"}) {
     EXPECT_TRUE(regs[0].Has(key));
-    EXPECT_TRUE(regs[0][key].is_null()) << "the host domain has no " << key;
+    EXPECT_TRUE(regs[0][key].is_null()) << "a host domain has no " << key;
   }
   EXPECT_EQ(regs[1]["lkey"].Uint(), 0x1234u);
   EXPECT_EQ(regs[1]["rkey"].Uint(), 0x5678u);
@@ -218,7 +235,10 @@ TEST(StatsJsonTest, KeysAreNullWhereTheDomainKindHasNone) {
   EXPECT_TRUE(regs[2]["lkey"].is_null());
   EXPECT_EQ(regs[2]["buffer_index"].Uint(), 7u);
   EXPECT_EQ(v["chunks"][0]["page_size"].text, "2M");
+  EXPECT_EQ(v["domains"][0]["kind"].text, "host");
+  EXPECT_EQ(v["domains"][0]["pinning"].text, "resident");
   EXPECT_EQ(v["domains"][1]["kind"].text, "verbs");
+  EXPECT_EQ(v["domains"][1]["pinning"].text, "long-term");
   EXPECT_EQ(v["domains"][2]["kind"].text, "io_uring");
   EXPECT_TRUE(v["domains"][2]["mean_register_seconds"].is_null()) << "no registration, no mean";
 }
@@ -232,14 +252,54 @@ TEST(StatsJsonTest, EmptyStatsAreValidJson) {
 
 TEST(StatsStringTest, SaysHeadroomFragmentationAndEachChunksKeys) {
   const std::string text = MadeUp().ToString();
-  EXPECT_THAT(text, HasSubstr("memlock headroom 5 MiB"));
+  EXPECT_THAT(text, HasSubstr("memlock headroom 5 MiB for long-term pins, 7 MiB for locks"));
   EXPECT_THAT(text, HasSubstr("fragmentation: 25.0% of active heap pages unused; 5 MiB of 8 MiB "
                               "mapped not in blocks (62.5%)"));
   EXPECT_THAT(text, HasSubstr("rxe0/pd0 lkey 0x1234 rkey 0x5678"));
   EXPECT_THAT(text, HasSubstr("io_uring/fd3 buffer 7"));
+  EXPECT_THAT(text, HasSubstr("mlock (resident, not pinned) (no keys)"));
   PoolStats exempt = MadeUp();
   exempt.memlock_exempt = true;
   EXPECT_THAT(exempt.ToString(), HasSubstr("memlock headroom: no limit (CAP_IPC_LOCK)"));
+}
+
+TEST(StatsStringTest, SaysWhatIsPinnedAndWhatIsOnlyLockedAndWhatEachDomainDoes) {
+  const std::string text = MadeUp().ToString();
+  EXPECT_THAT(text, HasSubstr("2 MiB long-term pinned (physical addresses fixed), 2 MiB locked "
+                              "(resident, may move)"));
+  EXPECT_THAT(text, HasSubstr("the process has 3 MiB long-term pinned (VmPin), 1 MiB locked "
+                              "(VmLck)"));
+  EXPECT_THAT(text, HasSubstr("domain mlock (resident, not pinned) (host): resident, not pinned: "
+                              "the physical address may change; not for DMA;"));
+  EXPECT_THAT(text, HasSubstr("domain rxe0/pd0 (verbs): long-term pinned: physical addresses "
+                              "fixed (counted in VmPin);"));
+}
+
+TEST(StatsTest, APoolOnTheDefaultDomainCountsItsChunksAsPinnedNotLocked) {
+  PoolOptions o;
+  o.chunk_size = 2 * kMiB;
+  o.budget = 8 * kMiB;
+  o.initial_size = 4 * kMiB;
+  auto pool = Pool::Create(o).value();
+  const PoolStats s = pool->GetStats();
+  EXPECT_EQ(s.pinned_bytes, 4 * kMiB);
+  EXPECT_EQ(s.locked_bytes, 0u);
+  EXPECT_GE(s.process_pinned_bytes, 4 * kMiB);
+  ASSERT_EQ(s.domains.size(), 1u);
+  EXPECT_EQ(s.domains[0].name, "long-term pin");
+  EXPECT_EQ(s.domains[0].kind, DomainKind::kHost);
+  EXPECT_EQ(s.domains[0].pinning, Pinning::kLongTerm);
+  const JsonValue v = ParseOrFail(s.ToJson());
+  EXPECT_EQ(v["domains"][0]["pinning"].text, "long-term");
+  EXPECT_TRUE(v["chunks"][0]["registrations"][0]["buffer_index"].is_null())
+      << "the default domain's private ring slots are not keys anyone can use";
+
+  PoolOptions resident = o;
+  resident.domains = {MakeResidentNotPinnedDomain()};
+  const PoolStats r = Pool::Create(resident).value()->GetStats();
+  EXPECT_EQ(r.pinned_bytes, 0u) << "mlocked bytes are not pinned";
+  EXPECT_EQ(r.locked_bytes, 4 * kMiB);
+  EXPECT_EQ(r.domains[0].pinning, Pinning::kResident);
 }
 
 }  // namespace

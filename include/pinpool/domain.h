@@ -1,5 +1,5 @@
 // Domain: something a chunk of memory is registered with (an RDMA protection domain, an io_uring
-// buffer table, or the host's page pinning). The arena is the only caller.
+// buffer table, or host memory pinned or locked without a device). The arena is the only caller.
 //
 // Contract for implementations:
 //  - Register() is given a mapped range (populated unless PoolOptions::populate is off) and either
@@ -8,6 +8,9 @@
 //  - Deregister() undoes exactly one successful Register(); it cannot fail.
 //  - Neither is ever called on the allocation fast path. Calls for one pool are serialized; a
 //    domain shared by several pools must be safe to call from several threads.
+//  - pinning() says truthfully what Register does to the pages (pinpool/keys.h: Pinning). The
+//    pool checks RLIMIT_MEMLOCK headroom against the counter that kind grows (VmPin for
+//    long-term pins, VmLck for mlock) and reports the pool's pinned and locked bytes by it.
 #ifndef PINPOOL_DOMAIN_H_
 #define PINPOOL_DOMAIN_H_
 
@@ -25,18 +28,34 @@ class Domain {
   virtual ~Domain() = default;
 
   virtual DomainKind kind() const noexcept = 0;
-  // Short human-readable name for stats and errors ("host", "rxe0/pd0", ...).
+  // Short human-readable name for stats and errors ("long-term pin", "rxe0/pd0", ...).
   virtual std::string name() const = 0;
-  // True when registration pins pages against RLIMIT_MEMLOCK, so the pool checks headroom first.
-  virtual bool pins_memory() const noexcept { return true; }
+  // What registration does to the pages: long-term pin, mlock, or nothing.
+  virtual Pinning pinning() const noexcept = 0;
 
   virtual absl::StatusOr<Keys> Register(void* base, std::size_t length) = 0;
   virtual void Deregister(const Keys& keys) noexcept = 0;
 };
 
-// Pin-only host memory: mlock(2)s each chunk so it stays resident at a fixed physical address
-// (what kernel-bypass I/O without an RDMA device needs). The default when a pool names no domain.
-std::shared_ptr<Domain> MakeHostDomain();
+// Long-term pinned host memory: the default when a pool names no domain. Each chunk is pinned
+// the way a device registration pins it (pin_user_pages with FOLL_LONGTERM), so the kernel may
+// neither swap nor migrate its pages: their physical addresses stay fixed until the pool lets the
+// chunk go, which is what a device doing DMA without an RDMA registration of its own needs. No
+// RDMA hardware and no privilege beyond RLIMIT_MEMLOCK: each chunk is registered as a fixed
+// buffer of an io_uring table private to the domain (a new ring's table when one is full). The
+// pages count in VmPin and against RLIMIT_MEMLOCK, which io_uring applies per user, across all of
+// the user's processes. Kind kHost (no keys), name "long-term pin".
+// Errors (never a fallback to something weaker): kFailedPrecondition when io_uring is forbidden
+// here (kernel.io_uring_disabled, a seccomp filter), kUnimplemented when the kernel cannot (no
+// io_uring, or older than 5.19); each message names the cause, the fix, and the alternatives.
+absl::StatusOr<std::shared_ptr<Domain>> MakeLongTermPinDomain();
+
+// Resident, NOT pinned: mlock(2) keeps each chunk in memory (never swapped out), but the kernel may
+// still migrate its pages (compaction, NUMA balancing, memory hotplug): the physical address may
+// change; not for DMA. Counts in VmLck. Only for memory that the CPU alone touches and that
+// must not page out; chosen explicitly, never a default or a fallback. Kind kHost (no keys),
+// name "mlock (resident, not pinned)".
+std::shared_ptr<Domain> MakeResidentNotPinnedDomain();
 
 }  // namespace pinpool
 

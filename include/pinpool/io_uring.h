@@ -6,6 +6,13 @@
 // A block's BufferIndex (Block::buffer_index(d)) is the slot to put in sqe->buf_index, and the
 // block's own address is the address to read or write.
 //
+// Registration takes a long-term pin (Pinning::kLongTerm): the pages cannot migrate while
+// registered, they count in VmPin, and io_uring checks them against RLIMIT_MEMLOCK per user,
+// across all of the user's processes. Linux 6.1 drops the pin of an emptied slot about a second
+// later, from a kernel worker; destroying the domain waits for all of them. (The default
+// domain, MakeLongTermPinDomain, pins the same way with rings of its own when a pool needs the
+// pin but no I/O.)
+//
 // Thread safety: Register/Deregister may be called from several threads and pools at once. The
 // ring itself is the application's to submit on; pinpool only registers buffers on it.
 #ifndef PINPOOL_IO_URING_H_
@@ -34,7 +41,10 @@ struct IoUringDomainOptions {
 
 class IoUringDomain : public Domain {
  public:
-  // A ring created and owned by the domain, with `entries` submission entries.
+  // A ring created and owned by the domain, with `entries` submission entries. Errors when io_uring
+  // cannot be used here name the cause and the fix: kFailedPrecondition (kernel.io_uring_disabled,
+  // a seccomp filter), kUnimplemented (no io_uring, or no sparse tables: before Linux 5.19),
+  // kResourceExhausted (memory, descriptors).
   static absl::StatusOr<std::shared_ptr<IoUringDomain>> Create(unsigned entries,
                                                                IoUringDomainOptions options = {});
   // The application's ring; it must outlive the domain and every pool using it.

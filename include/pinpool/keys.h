@@ -1,4 +1,5 @@
-// Keys: what a registration domain hands back for one chunk, and the chunk record they live in.
+// Keys: what a registration domain hands back for one chunk, and the chunk record they live in;
+// and the two things that describe a domain (its kind, and what it does to the pages: Pinning).
 //
 // Every key type is its own enum class so that an RDMA lkey cannot be passed where an rkey or an
 // io_uring buffer index is expected without an explicit conversion (pinpool::ToUnderlying).
@@ -26,10 +27,20 @@ constexpr std::underlying_type_t<E> ToUnderlying(E e) noexcept {
 }
 
 enum class DomainKind : std::uint8_t {
-  kHost,     // pin-only host memory (mlock): no device keys
+  kHost,     // host memory only, no device keys (long-term pinned, or mlocked: see Pinning)
   kVerbs,    // RDMA protection domain: lkey/rkey
   kIoUring,  // io_uring fixed-buffer table: buffer index
   kCustom,   // a domain written by the application
+};
+
+// What registering a chunk with a domain does to its pages. Only a long-term pin keeps a page's
+// physical address fixed: mlock keeps it in memory, but the kernel may still migrate it
+// (compaction, NUMA balancing, memory hotplug). docs/pinning.md has the measurements.
+enum class Pinning : std::uint8_t {
+  kNone,      // nothing: the pages may be swapped or moved (a fake domain, on-demand paging)
+  kResident,  // mlock: resident, not pinned: the physical address may change; not for DMA
+  kLongTerm,  // pin_user_pages(FOLL_LONGTERM), as ibv_reg_mr and io_uring buffer registration
+              // take it: physical addresses fixed until deregistration; counted in VmPin
 };
 
 // Page sizes, largest first. As a policy: the largest size to try. As a report: what was obtained.
@@ -56,6 +67,10 @@ constexpr std::size_t PageBytes(PageSize p) noexcept {
 
 const char* PageSizeName(PageSize p) noexcept;
 const char* DomainKindName(DomainKind k) noexcept;
+// "none", "resident", "long-term": for JSON and short labels.
+const char* PinningName(Pinning p) noexcept;
+// What the pinning means for a device, in words (stats, the demo, pinpool-info).
+const char* PinningDescription(Pinning p) noexcept;
 
 // One domain's registration of one chunk. Fields that do not apply to the domain's kind are zero.
 struct Keys {

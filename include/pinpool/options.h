@@ -29,7 +29,7 @@ struct PoolOptions {
   std::size_t chunk_size = 64 * kMiB;
 
   // Most bytes the pool may map and pin, all chunks together. Rounded down to whole chunks. The
-  // pool also refuses to pin past RLIMIT_MEMLOCK when the process lacks CAP_IPC_LOCK.
+  // pool also refuses to pin (or mlock) past RLIMIT_MEMLOCK when the process lacks CAP_IPC_LOCK.
   std::size_t budget = 1 * kGiB;
 
   // Bytes mapped and registered by Create (rounded up to chunks), so the first allocations do
@@ -49,7 +49,8 @@ struct PoolOptions {
   bool debug_checks = false;
 
   // Where chunks are registered, in this order (Block::keys(d) is domains[d]). Empty means one
-  // pin-only host domain. At most kMaxDomains.
+  // long-term pin domain (MakeLongTermPinDomain: physical addresses fixed, no keys), or
+  // Pool::Create fails saying why it cannot pin here. At most kMaxDomains.
   std::vector<std::shared_ptr<Domain>> domains;
 };
 

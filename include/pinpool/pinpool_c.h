@@ -2,8 +2,9 @@
  * for dropping pinpool into existing code. C99 and C++ compatible; the C++ API is
  * pinpool/pinpool.h.
  *
- * A pinpool_pool_t is an opaque handle to one pool. Pools created here register their memory with
- * the pin-only host domain (mlock); pinpool_keys() reports a pointer's chunk and keys.
+ * A pinpool_pool_t is an opaque handle to one pool. Pools created here use the default domain:
+ * each chunk is long-term pinned (its physical addresses stay fixed, counted in VmPin), with no
+ * device keys; pinpool_keys() reports a pointer's chunk and keys.
  *
  * Errors: pinpool_create() returns 0 or a negative errno code and writes an actionable message
  * ("RLIMIT_MEMLOCK is 8 MiB; ...") to errbuf. The allocation functions return NULL on failure and
@@ -65,8 +66,9 @@ void pinpool_options_init(pinpool_options_t* options);
  * 0. On failure stores NULL, returns a negative errno code and, when errlen > 0, writes the
  * reason (NUL-terminated, truncated to errlen) to errbuf:
  *   -EINVAL  an option is invalid          -ENOMEM  budget, RLIMIT_MEMLOCK or address space
- *   -EAGAIN  required huge pages missing   -EPERM   not permitted
- *   -ENODEV  a device was not found        -ENOSYS  unsupported
+ *   -EAGAIN  required huge pages missing   -EPERM   not permitted (e.g. io_uring is forbidden
+ *   -ENODEV  a device was not found                 here, so nothing can be pinned long-term)
+ *   -ENOSYS  unsupported (e.g. a kernel without io_uring)
  *   -EIO     anything else (the message says what) */
 int pinpool_create(const pinpool_options_t* options, pinpool_pool_t** out, char* errbuf,
                    size_t errlen);

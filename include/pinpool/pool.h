@@ -1,9 +1,11 @@
-// Pool: pinned, registered memory handed out in blocks that carry their keys.
+// Pool: registered memory, long-term pinned by default, handed out in blocks that carry their
+// keys.
 //
-// A pool reserves one aligned virtual range at creation and maps, pins and registers it a whole
-// chunk at a time, with every domain, up to its budget. Blocks are carved from the chunks by a
-// private jemalloc arena with one cache per thread; registered pages are never returned to the
-// kernel while the pool lives.
+// A pool reserves one aligned virtual range at creation and maps and registers it a whole chunk
+// at a time, with every domain, up to its budget. Registration is what pins: each domain says how
+// (Domain::pinning; GetStats().pinned_bytes and locked_bytes count the chunks by it). Blocks are
+// carved from the chunks by a private jemalloc arena with one cache per thread; registered pages
+// are never returned to the kernel while the pool lives.
 //
 // Thread safety: Allocate, Deallocate, Reallocate, Lookup and UsableSize may be called from any
 // thread at once; a block may be freed by a thread other than the one that allocated it. They
@@ -45,7 +47,9 @@ class Pool {
  public:
   // Validates the options, reserves the address range and maps `initial_size`. Errors:
   // kInvalidArgument (bad option), kResourceExhausted (budget, RLIMIT_MEMLOCK, address space),
-  // kUnavailable (required huge pages missing), or what a domain returned.
+  // kUnavailable (required huge pages missing), or what a domain returned. With no domain named,
+  // kFailedPrecondition or kUnimplemented when long-term pinning is impossible here (io_uring
+  // disabled or blocked, an old kernel): the message names the cause and the alternatives.
   static absl::StatusOr<std::unique_ptr<Pool>> Create(PoolOptions options);
 
   // Deregisters and unmaps everything the pool created. Blocks still live become invalid (with

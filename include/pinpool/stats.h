@@ -17,6 +17,7 @@ namespace pinpool {
 struct DomainStats {
   std::string name;
   DomainKind kind = DomainKind::kHost;
+  Pinning pinning = Pinning::kNone;    // what registration does to the pages (Domain::pinning)
   std::uint64_t registrations = 0;     // successful Register() calls, ever
   std::uint64_t registered_bytes = 0;  // bytes currently registered
   double register_seconds = 0;         // total time spent in Register()
@@ -58,28 +59,35 @@ struct GrantStats {
 };
 
 struct PoolStats {
-  std::size_t reserved_bytes = 0;   // virtual address range set aside (no memory behind it)
-  std::size_t mapped_bytes = 0;     // chunks mapped
-  std::size_t pinned_bytes = 0;     // chunks registered with at least one pinning domain
+  std::size_t reserved_bytes = 0;  // virtual address range set aside (no memory behind it)
+  std::size_t mapped_bytes = 0;    // chunks mapped
+  // Chunks long-term pinned by at least one domain (Pinning::kLongTerm): physical addresses
+  // fixed. Chunks locked by a resident (mlock) domain: in memory, but they may move.
+  std::size_t pinned_bytes = 0;
+  std::size_t locked_bytes = 0;
   std::size_t budget_bytes = 0;     // PoolOptions::budget, rounded down to chunks
   std::size_t allocated_bytes = 0;  // bytes in live blocks and in per-thread caches (size classes)
-  std::size_t heap_active_bytes = 0;    // pages the heap has in use for blocks (>= allocated)
-  std::size_t thread_caches = 0;        // per-thread caches the heap holds (one per thread in use)
-  std::uint64_t growths = 0;            // chunks added
-  std::uint64_t growth_failures = 0;    // attempts to add a chunk that failed
-  std::size_t memlock_limit = 0;        // RLIMIT_MEMLOCK soft limit; SIZE_MAX when unlimited
-  std::size_t locked_bytes = 0;         // the process's VmLck now (mlock: the host domain)
-  std::size_t device_pinned_bytes = 0;  // the process's VmPin now (RDMA regions, io_uring buffers)
-  bool memlock_exempt = false;          // CAP_IPC_LOCK: the limit does not apply
+  std::size_t heap_active_bytes = 0;  // pages the heap has in use for blocks (>= allocated)
+  std::size_t thread_caches = 0;      // per-thread caches the heap holds (one per thread in use)
+  std::uint64_t growths = 0;          // chunks added
+  std::uint64_t growth_failures = 0;  // attempts to add a chunk that failed
+  std::size_t memlock_limit = 0;      // RLIMIT_MEMLOCK soft limit; SIZE_MAX when unlimited
+  // The whole process's counters now, all pools and anything else in it: VmPin (long-term pins:
+  // the default domain, io_uring buffers, RDMA regions) and VmLck (mlock).
+  std::size_t process_pinned_bytes = 0;
+  std::size_t process_locked_bytes = 0;
+  bool memlock_exempt = false;  // CAP_IPC_LOCK: the limit does not apply
   std::vector<ChunkStats> chunks;
   std::vector<DomainStats> domains;
   GrantStats grants;
 
   // Derived figures (computed from the fields above, nothing more is measured):
-  // RLIMIT_MEMLOCK headroom: the limit minus what is locked or pinned already, whichever is more
-  // (the kernel checks VmLck and VmPin against the limit separately); 0 when over it. nullopt
-  // when the limit does not apply: CAP_IPC_LOCK, or unlimited.
-  std::optional<std::size_t> memlock_headroom() const noexcept;
+  // RLIMIT_MEMLOCK headroom, for each counter the kernel checks against it on its own: the limit
+  // minus VmPin (what more can be long-term pinned; io_uring also counts the user's other
+  // processes, which this process cannot see) and minus VmLck (what more can be mlocked); 0 when
+  // over it. nullopt when the limit does not apply: CAP_IPC_LOCK, or unlimited.
+  std::optional<std::size_t> pin_headroom() const noexcept;
+  std::optional<std::size_t> lock_headroom() const noexcept;
   // Share of the heap's active pages that no block uses (size-class rounding, partly used runs):
   // 1 - allocated/heap_active, in [0, 1]; 0 when nothing is active.
   double heap_fragmentation() const noexcept;

@@ -115,8 +115,11 @@ class VerbsDomain final : public Domain {
   DomainKind kind() const noexcept override { return DomainKind::kVerbs; }
   // "<device>/pd<n>" (n numbers the process's verbs domains), "<device>/app-pd<n>" when wrapped.
   std::string name() const override { return name_; }
-  // False only with on-demand paging, where the device pins nothing up front.
-  bool pins_memory() const noexcept override { return !access_.on_demand; }
+  // Long-term pinned (ibv_reg_mr pins with FOLL_LONGTERM), except with on-demand paging, where
+  // the device pins nothing up front.
+  Pinning pinning() const noexcept override {
+    return access_.on_demand ? Pinning::kNone : Pinning::kLongTerm;
+  }
 
   // ibv_reg_mr of [base, base+length) as one region. Keys: base, length, lkey, rkey and
   // handle = the ibv_mr*. Errors: kInvalidArgument when length exceeds the device's max_mr_size

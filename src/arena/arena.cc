@@ -61,7 +61,11 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
 
 absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(PoolOptions options) {
   PINPOOL_RETURN_IF_ERROR(Validate(options));
-  if (options.domains.empty()) options.domains.push_back(MakeHostDomain());
+  if (options.domains.empty()) {
+    // The default pins long-term or fails saying why; it never falls back to mlock.
+    PINPOOL_ASSIGN_OR_RETURN(std::shared_ptr<Domain> pin, MakeLongTermPinDomain());
+    options.domains.push_back(std::move(pin));
+  }
   const std::size_t max_chunks = options.budget / options.chunk_size;
   PINPOOL_ASSIGN_OR_RETURN(os::Range range,
                            os::Reserve(max_chunks * options.chunk_size, options.chunk_size));
@@ -96,11 +100,10 @@ Arena::~Arena() {
   os::Release(range_, chunk_bytes);  // unmaps every chunk with the reservation
 }
 
-bool Arena::PinsMemory() const noexcept {
-  for (const auto& d : options_.domains) {
-    if (d->pins_memory()) return true;
-  }
-  return false;
+std::size_t Arena::DomainsThatPin(Pinning kind) const noexcept {
+  std::size_t n = 0;
+  for (const auto& d : options_.domains) n += d->pinning() == kind ? 1 : 0;
+  return n;
 }
 
 absl::Status Arena::RegisterLocked(ChunkInfo& c) {
@@ -138,7 +141,13 @@ absl::Status Arena::GrowLocked() {
         "the pool's budget of %s is used up (%d chunks of %s): raise PoolOptions::budget",
         FormatBytes(max_chunks_ * size), chunks_.size(), FormatBytes(size)));
   }
-  if (PinsMemory()) PINPOOL_RETURN_IF_ERROR(CheckMemlockHeadroom(size, os::QueryMemlock()));
+  // Each long-term pin of the chunk adds to VmPin (two pinning domains pin it twice); mlock adds
+  // to VmLck once, however many domains lock it.
+  const std::size_t pin = size * DomainsThatPin(Pinning::kLongTerm);
+  const std::size_t lock = DomainsThatPin(Pinning::kResident) != 0 ? size : 0;
+  if (pin != 0 || lock != 0) {
+    PINPOOL_RETURN_IF_ERROR(CheckMemlockHeadroom(pin, lock, os::QueryMemlock()));
+  }
 
   auto chunk = std::make_unique<ChunkInfo>();
   chunk->index = static_cast<std::uint32_t>(chunks_.size());
@@ -219,12 +228,13 @@ void Arena::FillStats(PoolStats& s) const {
   s.reserved_bytes = range_.length;
   s.budget_bytes = max_chunks_ * options_.chunk_size;
   s.mapped_bytes = chunks_.size() * options_.chunk_size;
-  s.pinned_bytes = PinsMemory() ? s.mapped_bytes : 0;
+  s.pinned_bytes = DomainsThatPin(Pinning::kLongTerm) != 0 ? s.mapped_bytes : 0;
+  s.locked_bytes = DomainsThatPin(Pinning::kResident) != 0 ? s.mapped_bytes : 0;
   s.growths = chunks_.size();
   s.growth_failures = growth_failures_;
   s.memlock_limit = memlock.limit;
-  s.locked_bytes = memlock.locked;
-  s.device_pinned_bytes = memlock.pinned;
+  s.process_locked_bytes = memlock.locked;
+  s.process_pinned_bytes = memlock.pinned;
   s.memlock_exempt = memlock.exempt;
   s.chunks.clear();
   for (const auto& c : chunks_) {
@@ -234,8 +244,9 @@ void Arena::FillStats(PoolStats& s) const {
   s.domains.clear();
   for (std::size_t d = 0; d < options_.domains.size(); ++d) {
     const DomainCounters& dc = domain_counters_[d];
-    s.domains.push_back({options_.domains[d]->name(), options_.domains[d]->kind(), dc.registrations,
-                         dc.registered_bytes, dc.seconds, dc.max_seconds});
+    s.domains.push_back({options_.domains[d]->name(), options_.domains[d]->kind(),
+                         options_.domains[d]->pinning(), dc.registrations, dc.registered_bytes,
+                         dc.seconds, dc.max_seconds});
   }
 }
 

@@ -4,7 +4,8 @@
 // `address -> chunk -> keys` is a subtraction, a shift and one acquire load (ChunkOf), with no
 // lock. It grows a whole chunk at a time: map (os layer), register with every domain in order,
 // then publish the ChunkInfo; a failure at any step undoes the earlier ones, so no chunk is ever
-// half-registered. Chunks stay mapped and registered until the arena is destroyed.
+// half-registered. Chunks stay mapped and registered until the arena is destroyed. Options that
+// name no domain get the long-term pin domain (MakeLongTermPinDomain), or Create fails saying why.
 //
 // The heap asks for space with Carve(): first fit over the unused tails of the chunks, growing
 // when none fits. Carved space is never taken back, so it is always fresh (zero) memory.
@@ -110,7 +111,8 @@ class Arena {
 
   absl::Status GrowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RegisterLocked(ChunkInfo& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool PinsMemory() const noexcept;
+  // How many of the pool's domains pin (or lock) chunks that way.
+  std::size_t DomainsThatPin(Pinning kind) const noexcept;
 
   const PoolOptions options_;
   const os::Range range_;

@@ -31,4 +31,28 @@ const char* DomainKindName(DomainKind k) noexcept {
   return "?";
 }
 
+const char* PinningName(Pinning p) noexcept {
+  switch (p) {
+    case Pinning::kNone:
+      return "none";
+    case Pinning::kResident:
+      return "resident";
+    case Pinning::kLongTerm:
+      return "long-term";
+  }
+  return "?";
+}
+
+const char* PinningDescription(Pinning p) noexcept {
+  switch (p) {
+    case Pinning::kNone:
+      return "not pinned: the pages may be swapped out or moved";
+    case Pinning::kResident:
+      return "resident, not pinned: the physical address may change; not for DMA";
+    case Pinning::kLongTerm:
+      return "long-term pinned: physical addresses fixed (counted in VmPin)";
+  }
+  return "?";
+}
+
 }  // namespace pinpool

@@ -1,6 +1,6 @@
+// The RLIMIT_MEMLOCK messages of memlock.h: one wording for the check and for the kernel's refusal.
 #include "domain/memlock.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -13,27 +13,39 @@ constexpr const char* kFix =
     "raise the limit (`ulimit -l`, `memlock` in /etc/security/limits.conf, or LimitMEMLOCK= for "
     "a systemd service), run with CAP_IPC_LOCK, or lower PoolOptions::budget";
 
-}  // namespace
-
-absl::Status CheckMemlockHeadroom(std::size_t bytes, const os::MemlockState& s) {
-  if (s.exempt || s.limit == SIZE_MAX) return absl::OkStatus();
-  // mlock counts in VmLck, RDMA and io_uring pins in VmPin; the kernel checks each against the
-  // limit, so the fuller one decides. (io_uring also counts per user, across processes: the
-  // kernel may still refuse, and the domain then says so in the same words.)
-  const std::size_t used = std::max(s.locked, s.pinned);
-  if (used <= s.limit && bytes <= s.limit - used) return absl::OkStatus();
+// OK, or the error for `more` bytes on top of `used` (the counter named by `counter`).
+absl::Status Check(std::size_t more, std::size_t used, std::size_t limit, const char* counter,
+                   const char* verb) {
+  if (more == 0 || (used <= limit && more <= limit - used)) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "RLIMIT_MEMLOCK is %s and %s are already locked or pinned; pinning %s more would exceed it: "
-      "%s",
-      FormatBytes(s.limit), FormatBytes(used), FormatBytes(bytes), kFix));
+      "RLIMIT_MEMLOCK is %s and %s are already %s; %s %s more would exceed it: %s",
+      FormatBytes(limit), FormatBytes(used), counter, verb, FormatBytes(more), kFix));
 }
 
-absl::Status MemlockRefused(const char* what, int err, std::size_t bytes) {
+}  // namespace
+
+absl::Status CheckMemlockHeadroom(std::size_t pin, std::size_t lock, const os::MemlockState& s) {
+  if (s.exempt || s.limit == SIZE_MAX) return absl::OkStatus();
+  if (absl::Status st = Check(pin, s.pinned, s.limit, "long-term pinned (VmPin)", "pinning");
+      !st.ok()) {
+    return st;
+  }
+  return Check(lock, s.locked, s.limit, "locked (VmLck)", "locking");
+}
+
+absl::Status MemlockRefused(const char* what, int err, std::size_t bytes,
+                            MemlockAccounting accounting) {
   const os::MemlockState s = os::QueryMemlock();
-  return absl::ResourceExhaustedError(
-      absl::StrFormat("%s of %s failed (%s); RLIMIT_MEMLOCK is %s with %s locked and %s pinned: %s",
-                      what, FormatBytes(bytes), std::strerror(err), FormatBytes(s.limit),
-                      FormatBytes(s.locked), FormatBytes(s.pinned), kFix));
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s of %s failed (%s); RLIMIT_MEMLOCK is %s with %s long-term pinned (VmPin) and %s locked "
+      "(VmLck) by this process%s: %s",
+      what, FormatBytes(bytes), std::strerror(err), FormatBytes(s.limit), FormatBytes(s.pinned),
+      FormatBytes(s.locked),
+      accounting == MemlockAccounting::kUser
+          ? "; io_uring counts the pins of all of this user's processes, and its rings' own pages, "
+            "against it"
+          : "",
+      kFix));
 }
 
 }  // namespace pinpool::internal

@@ -57,8 +57,8 @@ absl::Status RegMrFailed(int err, const RegMrContext& c) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "ibv_reg_mr of %s failed (%s) although this process may pin without limit "
           "(RLIMIT_MEMLOCK %s, CAP_IPC_LOCK %s): the kernel or the device ran out of resources "
-          "for registrations (%s holds %d regions, the device allows %d; %s pinned by RDMA "
-          "now): lower PoolOptions::budget or register fewer regions on this device",
+          "for registrations (%s holds %d regions, the device allows %d; %s long-term pinned "
+          "(VmPin) now): lower PoolOptions::budget or register fewer regions on this device",
           FormatBytes(c.length), std::strerror(err), FormatBytes(c.memlock.limit),
           c.memlock.exempt ? "held" : "not held", c.domain, c.live_regions, c.max_mr,
           FormatBytes(c.pinned)));

@@ -33,7 +33,8 @@ struct Counters {
 Counters& counters() noexcept;
 
 // Fault injection, for tests only. When a hook is set, every kernel call of this layer that can
-// fail for want of a resource asks it first: a non-zero return is taken as the errno of that
+// fail for want of a resource asks it first (and so does the domain layer before its io_uring
+// buffer registration, the default pool's pin): a non-zero return is taken as the errno of that
 // call, which then takes exactly the path a real failure would. Nothing in the library sets a
 // hook; unset, it costs one relaxed load per call, and none of these calls is on the
 // allocation fast path (they happen at creation and growth).
@@ -43,7 +44,9 @@ enum class Call : std::uint8_t {
   kMremap,        // moving hugetlb pages over the reservation
   kMapAnonymous,  // mmap of a THP or 4 KiB chunk (ENOMEM: no memory to commit)
   kPopulate,      // madvise(MADV_POPULATE_WRITE) faulting a chunk in
-  kMlock,         // mlock of a chunk (host domain; EAGAIN/ENOMEM: RLIMIT_MEMLOCK)
+  kMlock,         // mlock of a chunk (resident domain; EAGAIN/ENOMEM: RLIMIT_MEMLOCK)
+  kPinBuffer,     // io_uring buffer registration of a chunk: the long-term pin of the default
+                  // domain and of IoUringDomain (ENOMEM: RLIMIT_MEMLOCK)
 };
 using FaultHook = int (*)(Call call, std::size_t length);
 // Installs `hook` (null removes it); returns the previous one.

@@ -56,6 +56,7 @@ int ErrnoFor(absl::StatusCode code) noexcept {
     case absl::StatusCode::kUnavailable:
       return -EAGAIN;
     case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kFailedPrecondition:  // e.g. io_uring forbidden: no long-term pin
       return -EPERM;
     case absl::StatusCode::kNotFound:
       return -ENODEV;

@@ -26,11 +26,11 @@ double Share(std::size_t part, std::size_t whole) {
 }
 
 // The key text of one chunk's registration with a domain of `kind`: only the keys that kind
-// uses (the host domain has none), so that no zero reads like a real key.
+// uses (host domains have none), so that no zero reads like a real key.
 std::string KeysText(DomainKind kind, const Keys& k) {
   switch (kind) {
     case DomainKind::kHost:
-      return "pinned";
+      return "(no keys)";
     case DomainKind::kVerbs:
       return absl::StrFormat("lkey %#x rkey %#x", ToUnderlying(k.lkey), ToUnderlying(k.rkey));
     case DomainKind::kIoUring:
@@ -44,10 +44,21 @@ std::string KeysText(DomainKind kind, const Keys& k) {
 
 }  // namespace
 
-std::optional<std::size_t> PoolStats::memlock_headroom() const noexcept {
-  if (memlock_exempt || memlock_limit == SIZE_MAX) return std::nullopt;
-  const std::size_t used = std::max(locked_bytes, device_pinned_bytes);
-  return used >= memlock_limit ? 0 : memlock_limit - used;
+namespace {
+
+std::optional<std::size_t> Headroom(const PoolStats& s, std::size_t used) {
+  if (s.memlock_exempt || s.memlock_limit == SIZE_MAX) return std::nullopt;
+  return used >= s.memlock_limit ? 0 : s.memlock_limit - used;
+}
+
+}  // namespace
+
+std::optional<std::size_t> PoolStats::pin_headroom() const noexcept {
+  return Headroom(*this, process_pinned_bytes);
+}
+
+std::optional<std::size_t> PoolStats::lock_headroom() const noexcept {
+  return Headroom(*this, process_locked_bytes);
 }
 
 double PoolStats::heap_fragmentation() const noexcept {
@@ -64,18 +75,22 @@ double PoolStats::mapped_unused_fraction() const noexcept {
 
 std::string PoolStats::ToString() const {
   std::string out = absl::StrFormat(
-      "reserved %s, mapped %s in %d chunks, pinned %s of a %s budget\n"
+      "reserved %s, mapped %s in %d chunks of a %s budget: %s long-term pinned (physical "
+      "addresses fixed), %s locked (resident, may move)\n"
       "allocated %s in blocks (%s of pages active)\n"
       "%d thread caches, growths %d, failed growths %d\n"
-      "RLIMIT_MEMLOCK %s, locked %s, device-pinned %s%s\n",
+      "RLIMIT_MEMLOCK %s; the process has %s long-term pinned (VmPin), %s locked (VmLck)%s\n",
       FormatBytes(reserved_bytes), FormatBytes(mapped_bytes), chunks.size(),
-      FormatBytes(pinned_bytes), FormatBytes(budget_bytes), FormatBytes(allocated_bytes),
-      FormatBytes(heap_active_bytes), thread_caches, growths, growth_failures,
-      FormatBytes(memlock_limit), FormatBytes(locked_bytes), FormatBytes(device_pinned_bytes),
+      FormatBytes(budget_bytes), FormatBytes(pinned_bytes), FormatBytes(locked_bytes),
+      FormatBytes(allocated_bytes), FormatBytes(heap_active_bytes), thread_caches, growths,
+      growth_failures, FormatBytes(memlock_limit), FormatBytes(process_pinned_bytes),
+      FormatBytes(process_locked_bytes),
       memlock_exempt ? " (CAP_IPC_LOCK: limit does not apply)" : "");
-  if (const std::optional<std::size_t> headroom = memlock_headroom()) {
-    absl::StrAppendFormat(&out, "memlock headroom %s (more can be pinned before the limit)\n",
-                          FormatBytes(*headroom));
+  if (pin_headroom()) {
+    absl::StrAppendFormat(&out,
+                          "memlock headroom %s for long-term pins, %s for locks (more before "
+                          "the limit)\n",
+                          FormatBytes(*pin_headroom()), FormatBytes(*lock_headroom()));
   } else {
     absl::StrAppendFormat(&out, "memlock headroom: no limit (%s)\n",
                           memlock_exempt ? "CAP_IPC_LOCK" : "RLIMIT_MEMLOCK unlimited");
@@ -95,10 +110,12 @@ std::string PoolStats::ToString() const {
     out.push_back('\n');
   }
   for (const DomainStats& d : domains) {
-    absl::StrAppendFormat(
-        &out, "  domain %s (%s): %d registrations, %s registered, %.3f ms total, %.3f ms max\n",
-        d.name, DomainKindName(d.kind), d.registrations, FormatBytes(d.registered_bytes),
-        d.register_seconds * 1e3, d.max_register_seconds * 1e3);
+    absl::StrAppendFormat(&out,
+                          "  domain %s (%s): %s; %d registrations, %s registered, %.3f ms total, "
+                          "%.3f ms max\n",
+                          d.name, DomainKindName(d.kind), PinningDescription(d.pinning),
+                          d.registrations, FormatBytes(d.registered_bytes),
+                          d.register_seconds * 1e3, d.max_register_seconds * 1e3);
   }
   const GrantStats& g = grants;
   if (g.connections != 0 || g.grants != 0 || g.windows != 0) {
@@ -130,11 +147,15 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
     if (bytes == SIZE_MAX) return std::nullopt;  // unlimited
     return bytes;
   };
-  const std::optional<std::size_t> headroom = s.memlock_headroom();
+  const auto optional = [](std::optional<std::size_t> v) -> std::optional<std::uint64_t> {
+    if (!v) return std::nullopt;
+    return *v;
+  };
   json.BeginObject()
       .Field("reserved_bytes", s.reserved_bytes)
       .Field("mapped_bytes", s.mapped_bytes)
       .Field("pinned_bytes", s.pinned_bytes)
+      .Field("locked_bytes", s.locked_bytes)
       .Field("budget_bytes", s.budget_bytes)
       .Field("allocated_bytes", s.allocated_bytes)
       .Field("heap_active_bytes", s.heap_active_bytes)
@@ -142,10 +163,11 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
       .Field("growths", s.growths)
       .Field("growth_failures", s.growth_failures)
       .Field("memlock_limit", limit(s.memlock_limit))
-      .Field("locked_bytes", s.locked_bytes)
-      .Field("device_pinned_bytes", s.device_pinned_bytes)
+      .Field("process_pinned_bytes", s.process_pinned_bytes)
+      .Field("process_locked_bytes", s.process_locked_bytes)
       .Field("memlock_exempt", s.memlock_exempt)
-      .Field("memlock_headroom", headroom ? std::optional<std::uint64_t>(*headroom) : std::nullopt)
+      .Field("pin_headroom", optional(s.pin_headroom()))
+      .Field("lock_headroom", optional(s.lock_headroom()))
       .Field("heap_fragmentation", s.heap_fragmentation())
       .Field("mapped_unused_bytes", s.mapped_unused_bytes())
       .Field("mapped_unused_fraction", s.mapped_unused_fraction());
@@ -188,6 +210,7 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
         .Field("index", std::uint64_t{i})
         .Field("name", d.name)
         .Field("kind", DomainKindName(d.kind))
+        .Field("pinning", PinningName(d.pinning))
         .Field("registrations", d.registrations)
         .Field("registered_bytes", d.registered_bytes)
         .Field("register_seconds", d.register_seconds)

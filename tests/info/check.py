@@ -6,11 +6,15 @@ Run by ctest (tests/info/CMakeLists.txt), one mode per entry:
   check.py host TOOL       on the host: the JSON parses (strictly) and agrees with the kernel:
                            RLIMIT_MEMLOCK equals `ulimit -l`/`-Hl`, every huge page pool of
                            /sys/kernel/mm/hugepages is listed with its counts, THP and
-                           io_uring_disabled as in /sys and /proc; without an RDMA device the
-                           no_rdma_device problem is there with its fix; the text report, --help
-                           and argument errors (exit 2) behave.
-  check.py nobody TOOL     as `nobody` (setpriv) with an 8 MiB RLIMIT_MEMLOCK: a 1 GiB budget is
-                           reported as memlock_too_low with the fixes, a 4 MiB one fits.
+                           io_uring_disabled as in /sys and /proc; long-term pinning is
+                           available exactly when io_uring with sparse tables is, and --try's
+                           pool (the default domain here) is long-term pinned, not locked;
+                           without an RDMA device the no_rdma_device problem is there with its
+                           fix; the text report, --help and argument errors (exit 2) behave.
+  check.py nobody TOOL     as an unprivileged user (setpriv; a uid of its own, since io_uring
+                           counts pins per user) with an 8 MiB RLIMIT_MEMLOCK: a 1 GiB budget is
+                           reported as memlock_too_low with the fixes, a 4 MiB one fits, and
+                           long-term pinning works.
   check.py guest TOOL      in the soft-RoCE guest (tests/rdma/in-guest.sh): rxe0 is listed with
                            its caps, port 1 PORT_ACTIVE, an IPv4-mapped RoCE v2 GID; both GID
                            paths agree; --try registers a pool with rxe0. A missing rxe0 fails.
@@ -108,8 +112,9 @@ def has_rdma_device():
 
 def check_host(tool):
     r = tool_json([tool])
-    check(r["schema_version"] == 1, f"schema_version is {r['schema_version']}")
-    for key in ["system", "rdma", "hugepages", "memlock", "fork", "io_uring", "pool", "problems"]:
+    check(r["schema_version"] == 2, f"schema_version is {r['schema_version']}")
+    for key in ["system", "rdma", "hugepages", "memlock", "pinning", "fork", "io_uring", "pool",
+                "problems"]:
         check(key in r, f"no top-level field {key}")
 
     # RDMA: no device on this host, said with the fix.
@@ -132,8 +137,9 @@ def check_host(tool):
     check(m["hard_limit_bytes"] == hard, f"memlock hard {m['hard_limit_bytes']} but ulimit -Hl says {hard}")
     cap_eff = int([l for l in read("/proc/self/status").splitlines() if l.startswith("CapEff:")][0].split()[1], 16)
     check(m["cap_ipc_lock"] == bool(cap_eff >> 14 & 1), f"cap_ipc_lock {m['cap_ipc_lock']}, CapEff {cap_eff:#x}")
-    check(m["headroom_bytes"] is None if (m["cap_ipc_lock"] or soft is None) else m["headroom_bytes"] is not None,
-          f"headroom_bytes {m['headroom_bytes']} with cap {m['cap_ipc_lock']} and limit {soft}")
+    for key in ["pin_headroom_bytes", "lock_headroom_bytes"]:
+        check(m[key] is None if (m["cap_ipc_lock"] or soft is None) else m[key] is not None,
+              f"{key} {m[key]} with cap {m['cap_ipc_lock']} and limit {soft}")
 
     # Every huge page pool of the kernel, with its counts.
     base = "/sys/kernel/mm/hugepages"
@@ -159,6 +165,18 @@ def check_host(tool):
     check(r["io_uring"]["max_buffer_bytes"] == 1 << 30 and r["io_uring"]["max_buffers"] == 16384,
           "io_uring buffer limits")
 
+    # Long-term pinning: the default domain's rides on io_uring with sparse tables.
+    pin = r["pinning"]
+    ring_ok = r["io_uring"]["available"] and r["io_uring"]["sparse_buffers"] is True
+    check(pin["long_term_available"] == ring_ok,
+          f"long_term_available {pin['long_term_available']} but io_uring usable: {ring_ok} ({pin['long_term_error']})")
+    check((pin["long_term_error"] is None) == pin["long_term_available"], f"long_term_error {pin['long_term_error']}")
+    kinds = {d["domain"]: d["pinning"] for d in pin["domains"]}
+    check(kinds == {"default": "long-term", "io_uring": "long-term", "verbs": "long-term", "mlock": "resident"},
+          f"domain pinning kinds {kinds}")
+    check(bool(problems(r, "long_term_pinning_unavailable")) != pin["long_term_available"],
+          "long_term_pinning_unavailable does not match long_term_available")
+
     # The pool plan follows the free 2 MiB pages.
     r2 = tool_json([tool, "--budget", "64M", "--chunk-size", "2M", "--page-size", "2M"])
     plan = r2["pool"]
@@ -174,18 +192,26 @@ def check_host(tool):
             target = pools.get(2 << 20, {"total": 0})["total"] + 32 - want2m
             check(f"sysctl vm.nr_hugepages={target}" in hp[0]["fix"], f"hugepages fix: {hp[0]['fix']}")
 
-    # --try: a real pool (host domain here) with its stats.
+    # --try: a real pool (the default domain here) with its stats: pinned long-term, not locked.
     r3 = tool_json([tool, "--budget", "4M", "--chunk-size", "2M", "--page-size", "4K", "--try"])
     t = r3["pool"]["try"]
     if check(t is not None and t["ok"], f"--try failed: {t}"):
-        check(t["stats"]["mapped_bytes"] == 2 << 20 and len(t["stats"]["chunks"]) == 1, f"--try stats: {t['stats']}")
+        st = t["stats"]
+        check(st["mapped_bytes"] == 2 << 20 and len(st["chunks"]) == 1, f"--try stats: {st}")
+        if not has_rdma_device():
+            check(t["domain"] == "long-term pin", f"--try used domain {t['domain']}")
+            check(st["domains"][0]["pinning"] == "long-term", f"--try domain {st['domains'][0]}")
+            check(st["pinned_bytes"] == 2 << 20 and st["locked_bytes"] == 0,
+                  f"--try pinned {st['pinned_bytes']}, locked {st['locked_bytes']}")
 
     # Text, help, argument errors.
     text = run([tool]).stdout
-    for heading in ["RDMA devices", "Huge pages", "Locked memory", "io_uring", "A pool with", "Problems and fixes"]:
+    for heading in ["RDMA devices", "Huge pages", "Locked memory", "Pinning", "io_uring", "A pool with",
+                    "Problems and fixes"]:
         check(heading in text, f"text report lacks '{heading}'")
     helptext = run([tool, "--help"]).stdout
-    for key in list(r.keys()) + ["soft_limit_bytes", "gid_table_size", "ipv4_mapped", "headroom_bytes"]:
+    for key in list(r.keys()) + ["soft_limit_bytes", "gid_table_size", "ipv4_mapped", "pin_headroom_bytes",
+                                 "lock_headroom_bytes", "long_term_available", "unavailable_reason"]:
         check(key in helptext, f"--help does not document {key}")
     for bad in (["--page-size", "3M"], ["--chunk-size"], ["--budget", "lots"], ["--bogus"], ["--json=1"],
                 ["--device", "rxe0"]):
@@ -200,10 +226,11 @@ def check_host(tool):
 
 def check_nobody(tool):
     if os.geteuid() != 0:
-        print("check nobody: SKIP: needs root to become nobody (setpriv)")
+        print("check nobody: SKIP: needs root to become another user (setpriv)")
         sys.exit(77)
-    # nobody may not reach the build tree: run copies of the tool and its library from a
-    # directory everyone can read.
+    # The user may not reach the build tree: run copies of the tool and its library from a
+    # directory everyone can read. A uid no one else uses (as tests/support/unprivileged.h):
+    # io_uring counts pinned memory per user, across processes.
     lib = None
     for line in run(["ldd", tool]).stdout.splitlines():
         if "libpinpool.so" in line and "=>" in line:
@@ -220,15 +247,19 @@ def check_nobody(tool):
             import resource
             resource.setrlimit(resource.RLIMIT_MEMLOCK, (8 << 20, 8 << 20))
 
+        uid = 0x40000000 + os.getpid()
+
         def as_nobody(args):
-            argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+            argv = ["setpriv", f"--reuid={uid}", "--regid=nogroup", "--clear-groups",
                     "env", f"LD_LIBRARY_PATH={d}", copy] + args
             return tool_json(argv, preexec_fn=limit_memlock)
 
         r = as_nobody(["--budget", "1G"])
         m = r["memlock"]
         check(r["system"]["uid"] != 0, f"ran as uid {r['system']['uid']}")
-        check(not m["cap_ipc_lock"], "nobody has CAP_IPC_LOCK")
+        check(not m["cap_ipc_lock"], "the unprivileged user has CAP_IPC_LOCK")
+        check(r["pinning"]["long_term_available"],
+              f"no long-term pin for an unprivileged user: {r['pinning']['long_term_error']}")
         check(m["soft_limit_bytes"] == 8 << 20, f"soft limit {m['soft_limit_bytes']}")
         check(r["pool"]["memlock"] == {"needed_bytes": 1 << 30, "applies": True, "fits": False},
               f"pool memlock: {r['pool']['memlock']}")
@@ -299,6 +330,11 @@ def check_guest(tool):
         regs = t["stats"]["chunks"][0]["registrations"]
         check(regs[0]["lkey"] is not None and regs[0]["rkey"] is not None, f"--try keys {regs}")
         check(t["stats"]["domains"][0]["kind"] == "verbs", f"--try domain kind {t['stats']['domains'][0]}")
+        check(t["stats"]["domains"][0]["pinning"] == "long-term", f"--try pinning {t['stats']['domains'][0]}")
+        check(t["stats"]["pinned_bytes"] == 2 << 20, f"--try pinned {t['stats']['pinned_bytes']}")
+    # Every domain is usable in the guest, and says what it does to the pages.
+    usable = {d["domain"]: d["available"] for d in r["pinning"]["domains"]}
+    check(all(usable.values()), f"domains not available in the guest: {usable}")
     bad = tool_json([tool, "--try", "--device", "nosuch0", "--chunk-size", "2M", "--budget", "2M"])
     check(problems(bad, "try_failed"), "--try on a device that does not exist did not fail")
     print(run([tool]).stdout)
@@ -307,11 +343,11 @@ def check_guest(tool):
 
 # --- demo ----------------------------------------------------------------------------------------
 
-STATS_FIELDS = ["reserved_bytes", "mapped_bytes", "pinned_bytes", "budget_bytes", "allocated_bytes",
-                "heap_active_bytes", "thread_caches", "growths", "growth_failures", "memlock_limit",
-                "locked_bytes", "device_pinned_bytes", "memlock_exempt", "memlock_headroom",
-                "heap_fragmentation", "mapped_unused_bytes", "mapped_unused_fraction", "chunks",
-                "domains", "grants"]
+STATS_FIELDS = ["reserved_bytes", "mapped_bytes", "pinned_bytes", "locked_bytes", "budget_bytes",
+                "allocated_bytes", "heap_active_bytes", "thread_caches", "growths", "growth_failures",
+                "memlock_limit", "process_pinned_bytes", "process_locked_bytes", "memlock_exempt",
+                "pin_headroom", "lock_headroom", "heap_fragmentation", "mapped_unused_bytes",
+                "mapped_unused_fraction", "chunks", "domains", "grants"]
 GRANT_FIELDS = ["connections", "live", "revoking", "grants", "window_binds", "region_registrations",
                 "local_invalidations", "peer_invalidations", "region_deregistrations",
                 "windows_discarded", "held_blocks", "held_bytes", "held_ever", "windows",
@@ -336,6 +372,10 @@ def check_demo(demo):
     check(c["page_size"] in ("1G", "2M", "THP", "4K"), f"page size {c['page_size']}")
     dom = s["domains"][0]
     check(dom["registrations"] == 1 and dom["mean_register_seconds"] is not None, f"domain {dom}")
+    # Without an RDMA device the demo uses the default domain: long-term pinned, never mlock.
+    check(dom["pinning"] == "long-term", f"the demo's domain does not pin long-term: {dom}")
+    check(s["pinned_bytes"] == s["mapped_bytes"] and s["locked_bytes"] == 0,
+          f"pinned {s['pinned_bytes']}, locked {s['locked_bytes']} of {s['mapped_bytes']} mapped")
     run([demo, "--bogus"], expect_rc=2)
     finish("demo")
 
@@ -356,7 +396,7 @@ def check_install(build, parent):
         check(lib and prefix in lib[0], f"installed pinpool-info does not use the installed library: {lib}")
         check(run([tool, "--version"], env=env).stdout.startswith("pinpool-info "), "--version")
         r = tool_json([tool], env=env)
-        check(r["schema_version"] == 1, "installed tool's JSON")
+        check(r["schema_version"] == 2, "installed tool's JSON")
     finish("install")
 
 

@@ -1,6 +1,6 @@
 // pinpool-info's planning and fixes against made-up machines: what the real host of a test run
 // cannot show (reserved huge pages, a device with a small max_mr_size, a port that is down,
-// io_uring switched off), each with the numbers its fix must carry. Also the argument parser and
+// io_uring switched off, no long-term pinning), each with the numbers its fix must carry. Also the
 // that both renderings hold what the plan says.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -43,6 +43,7 @@ Facts Host() {
   f.io_uring.available = true;
   f.io_uring.disabled_sysctl = 0;
   f.io_uring.sparse_buffers = true;
+  f.long_term_pin.available = true;
   return f;
 }
 
@@ -268,7 +269,8 @@ TEST(InfoPagesTest, ThpNeverLeavesBasePagesAndSaysHowToEnableIt) {
 TEST(InfoMemlockTest, BudgetAboveTheLimitWithoutCapIpcLockIsAnErrorWithEveryFix) {
   Facts f = Host();
   f.memlock.cap_ipc_lock = false;
-  f.memlock.locked = 1 * kMiB;
+  f.memlock.pinned = 1 * kMiB;
+  f.memlock.locked = 5 * kMiB;  // mlock's counter: the pools planned here pin, they do not lock
   const PoolPlan plan = PlanPool(Options(2 * kMiB, 1 * kGiB, PageSize::k2M), f);
   EXPECT_TRUE(plan.memlock_applies);
   EXPECT_FALSE(plan.memlock_fits);
@@ -277,7 +279,7 @@ TEST(InfoMemlockTest, BudgetAboveTheLimitWithoutCapIpcLockIsAnErrorWithEveryFix)
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->severity, Severity::kError);
   EXPECT_THAT(p->problem, HasSubstr("RLIMIT_MEMLOCK is 8 MiB but the budget is 1 GiB and 1 MiB is "
-                                    "locked or pinned already"));
+                                    "long-term pinned already (VmPin)"));
   EXPECT_THAT(p->fix, AllOf(HasSubstr("`ulimit -l unlimited`"), HasSubstr("`ulimit -l 1049600`"),
                             HasSubstr("(needs root: above the hard limit of 8 MiB)"),
                             HasSubstr("/etc/security/limits.conf"),
@@ -318,6 +320,63 @@ TEST(InfoIoUringTest, DisabledBySysctlSaysWhichSysctl) {
   f.io_uring.sparse_buffers = false;
   f.io_uring.sparse_errno = EINVAL;
   EXPECT_TRUE(Has(FindProblems(f, PlanPool(ToolOptions{}, f)), "io_uring_no_sparse_buffers"));
+}
+
+TEST(InfoPinningTest, EachDomainSaysWhatItDoesToThePagesAndWhetherItIsAvailable) {
+  Facts f = Host();
+  std::vector<DomainPinning> d = DescribeDomains(f);
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(d[0].domain, "default");
+  EXPECT_EQ(d[0].pinning, Pinning::kLongTerm);
+  EXPECT_TRUE(d[0].available);
+  EXPECT_EQ(d[1].domain, "io_uring");
+  EXPECT_EQ(d[1].pinning, Pinning::kLongTerm);
+  EXPECT_TRUE(d[1].available);
+  EXPECT_EQ(d[2].domain, "verbs");
+  EXPECT_FALSE(d[2].available) << "no RDMA device on this made-up host";
+  EXPECT_EQ(d[3].domain, "mlock");
+  EXPECT_EQ(d[3].pinning, Pinning::kResident);
+  EXPECT_FALSE(Has(FindProblems(f, PlanPool(ToolOptions{}, f)), "long_term_pinning_unavailable"));
+  f.rdma.list_errno.reset();
+  f.rdma.devices = {Rxe()};
+  EXPECT_TRUE(DescribeDomains(f)[2].available);
+
+  const std::string text = RenderText(f, PlanPool(ToolOptions{}, f), {});
+  EXPECT_THAT(text, AllOf(HasSubstr("Pinning (what each domain does to a chunk's pages)"),
+                          HasSubstr("resident, not pinned: the physical address may change; not "
+                                    "for DMA;")));
+}
+
+TEST(InfoPinningTest, NoLongTermPinIsAnErrorWithTheLibrarysReasonAndTheAlternatives) {
+  Facts f = Host();
+  f.io_uring = {};
+  f.io_uring.error_errno = EPERM;
+  f.io_uring.disabled_sysctl = 2;
+  f.long_term_pin.available = false;
+  f.long_term_pin.error = "long-term pinning is not available here: ... io_uring_disabled is 2";
+  const std::vector<DomainPinning> d = DescribeDomains(f);
+  EXPECT_FALSE(d[0].available);
+  EXPECT_EQ(d[0].unavailable, f.long_term_pin.error);
+  EXPECT_FALSE(d[1].available);
+  EXPECT_THAT(d[1].unavailable, HasSubstr("sysctl kernel.io_uring_disabled=0"));
+  EXPECT_TRUE(d[3].available) << "mlock needs no io_uring";
+  const PoolPlan plan = PlanPool(ToolOptions{}, f);
+  const std::vector<Finding> all = FindProblems(f, plan);
+  const Finding* p = Find(all, "long_term_pinning_unavailable");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->severity, Severity::kError);
+  EXPECT_THAT(p->problem, AllOf(HasSubstr("Pool::Create with no domain named fails"),
+                                HasSubstr(f.long_term_pin.error)));
+  EXPECT_THAT(p->fix,
+              AllOf(HasSubstr("VerbsDomain::Open()"), HasSubstr("MakeResidentNotPinnedDomain()"),
+                    HasSubstr("resident, not pinned"), HasSubstr("not for DMA")));
+  EXPECT_EQ(all.front().severity, Severity::kError);
+  std::string error;
+  const auto v = testing::ParseJson(RenderJson(f, plan, all), &error);
+  ASSERT_TRUE(v.has_value()) << error;
+  EXPECT_FALSE((*v)["pinning"]["long_term_available"].boolean);
+  EXPECT_EQ((*v)["pinning"]["long_term_error"].text, f.long_term_pin.error);
+  EXPECT_THAT(RenderText(f, plan, all), HasSubstr("FAIL at Pool::Create"));
 }
 
 TEST(InfoPlanTest, InvalidOptionsAreRefusedAsPoolCreateWould) {
@@ -387,13 +446,21 @@ TEST(InfoRenderTest, JsonParsesAndTextHasEverySection) {
   EXPECT_TRUE((*v)["rdma"]["devices"][0]["ports"][0]["gids"][1]["ipv4_mapped"].boolean);
   EXPECT_TRUE((*v)["rdma"]["devices"][0]["ports"][0]["gids"][0]["ipv4"].is_null());
   EXPECT_EQ((*v)["memlock"]["soft_limit_bytes"].Uint(), 8 * kMiB);
-  EXPECT_TRUE((*v)["memlock"]["headroom_bytes"].is_null()) << "CAP_IPC_LOCK: no headroom limit";
+  EXPECT_TRUE((*v)["memlock"]["pin_headroom_bytes"].is_null()) << "CAP_IPC_LOCK: no limit";
+  EXPECT_TRUE((*v)["memlock"]["lock_headroom_bytes"].is_null());
+  EXPECT_EQ((*v)["schema_version"].Uint(), 2u);
+  ASSERT_EQ((*v)["pinning"]["domains"].array.size(), 4u);
+  EXPECT_EQ((*v)["pinning"]["domains"][0]["pinning"].text, "long-term");
+  EXPECT_EQ((*v)["pinning"]["domains"][3]["pinning"].text, "resident");
+  EXPECT_TRUE((*v)["pinning"]["long_term_available"].boolean);
+  EXPECT_TRUE((*v)["pinning"]["long_term_error"].is_null());
   EXPECT_EQ((*v)["pool"]["chunks"].Uint(), 16u);
   EXPECT_EQ((*v)["problems"].array.size(), all.size());
   const std::string text = RenderText(f, plan, all);
-  EXPECT_THAT(text, AllOf(HasSubstr("rxe0 (InfiniBand"), HasSubstr("PORT_ACTIVE"),
-                          HasSubstr("::ffff:10.77.0.1"), HasSubstr("IPv4-mapped"),
-                          HasSubstr("Huge pages"), HasSubstr("Problems and fixes")));
+  EXPECT_THAT(
+      text, AllOf(HasSubstr("rxe0 (InfiniBand"), HasSubstr("PORT_ACTIVE"),
+                  HasSubstr("::ffff:10.77.0.1"), HasSubstr("IPv4-mapped"), HasSubstr("Huge pages"),
+                  HasSubstr("Pinning"), HasSubstr("Problems and fixes")));
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ class Mapping {
 
 TEST_F(VerbsTest, OpenTakesTheFirstActiveDeviceWithItsOwnContextAndPd) {
   EXPECT_EQ(domain_->kind(), DomainKind::kVerbs);
-  EXPECT_TRUE(domain_->pins_memory());
+  EXPECT_EQ(domain_->pinning(), Pinning::kLongTerm);
   EXPECT_THAT(domain_->name(), MatchesRegex(domain_->device_name() + "/pd[0-9]+"));
   ASSERT_NE(domain_->context(), nullptr);
   ASSERT_NE(domain_->pd(), nullptr);

@@ -17,12 +17,14 @@ namespace pinpool::testing {
 
 class CountingDomain final : public Domain {
  public:
-  explicit CountingDomain(std::string name = "counting", bool pins = false)
-      : name_(std::move(name)), pins_(pins) {}
+  // `pinning`: what the fake claims to do to the pages (it does nothing to them); the pool's
+  // memlock headroom check and stats go by it.
+  explicit CountingDomain(std::string name = "counting", Pinning pinning = Pinning::kNone)
+      : name_(std::move(name)), pinning_(pinning) {}
 
   DomainKind kind() const noexcept override { return DomainKind::kCustom; }
   std::string name() const override { return name_; }
-  bool pins_memory() const noexcept override { return pins_; }
+  Pinning pinning() const noexcept override { return pinning_; }
 
   absl::StatusOr<Keys> Register(void* base, std::size_t length) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -86,7 +88,7 @@ class CountingDomain final : public Domain {
 
  private:
   const std::string name_;
-  const bool pins_;
+  const Pinning pinning_;
   mutable std::mutex mu_;
   std::uint64_t register_calls_ = 0;
   std::uint64_t deregister_calls_ = 0;

@@ -1,7 +1,9 @@
 // Which sanitizer this test binary was built with, for tests whose subject a sanitizer changes.
 // AddressSanitizer and ThreadSanitizer intercept mlock(2) and make it a no-op ("AddressSanitizer
-// ignores mlock"), so VmLck never grows: tests that measure pinned bytes through VmLck skip
-// under them, saying so (and RLIMIT_MEMLOCK, which pinpool checks against VmLck, never bites).
+// ignores mlock"), so VmLck never grows: tests that measure the resident (mlock) domain's locked
+// bytes through VmLck skip under them, saying so (and RLIMIT_MEMLOCK never bites mlock there).
+// Long-term pins (the default domain, io_uring, verbs: VmPin) are system calls no sanitizer
+// intercepts, so their tests run everywhere.
 #ifndef PINPOOL_TESTS_SUPPORT_SANITIZERS_H_
 #define PINPOOL_TESTS_SUPPORT_SANITIZERS_H_
 
@@ -33,7 +35,7 @@ inline constexpr bool kAsan = PINPOOL_TEST_ASAN;
 inline constexpr bool kTsan = PINPOOL_TEST_TSAN;
 inline constexpr bool kMlockIsANoOp = PINPOOL_TEST_ASAN || PINPOOL_TEST_TSAN;
 inline constexpr const char* kMlockNoOpReason =
-    "the sanitizer (ASan/TSan) makes mlock a no-op, so VmLck cannot show what is pinned";
+    "the sanitizer (ASan/TSan) makes mlock a no-op, so VmLck cannot show what is locked";
 
 }  // namespace pinpool::testing
 

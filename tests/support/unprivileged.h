@@ -1,6 +1,11 @@
-// Runs a test body in a child process that has dropped to an unprivileged user (nobody, so no
-// CAP_IPC_LOCK) with a given RLIMIT_MEMLOCK, as on a default Debian machine. The child's gtest
-// failures become its exit code, which the parent checks.
+// Runs a test body in a child process that has dropped to an unprivileged user (no CAP_IPC_LOCK)
+// with a given RLIMIT_MEMLOCK, as on a default Debian machine. The child's gtest failures become
+// its exit code, which the parent checks.
+//
+// The user is one of its own, not `nobody`: a uid derived from the child's pid, with nogroup.
+// io_uring counts pinned memory per user, across processes (and releases a dead process's
+// rings from a worker, a little later), so tests pinning as one shared user at the same time
+// (ctest -j, other checkouts on the machine) would use up each other's RLIMIT_MEMLOCK.
 #ifndef PINPOOL_TESTS_SUPPORT_UNPRIVILEGED_H_
 #define PINPOOL_TESTS_SUPPORT_UNPRIVILEGED_H_
 
@@ -15,6 +20,10 @@
 
 namespace pinpool::testing {
 
+// A uid no account and no other running process uses: above the range of regular and system
+// users (and of `nobody`, 65534), unique per live pid.
+inline uid_t UnprivilegedUidFor(pid_t pid) { return 0x40000000u + static_cast<uid_t>(pid); }
+
 inline void RunAsUnprivileged(void (*body)(), std::size_t memlock_limit = std::size_t{8} << 20) {
   std::fflush(nullptr);
   const pid_t pid = fork();
@@ -24,9 +33,9 @@ inline void RunAsUnprivileged(void (*body)(), std::size_t memlock_limit = std::s
     if (setrlimit(RLIMIT_MEMLOCK, &limit) != 0) _exit(20);
     if (geteuid() == 0) {
       const gid_t nogroup = 65534;
-      const uid_t nobody = 65534;
+      const uid_t user = UnprivilegedUidFor(getpid());
       if (setgroups(0, nullptr) != 0 || setresgid(nogroup, nogroup, nogroup) != 0 ||
-          setresuid(nobody, nobody, nobody) != 0) {
+          setresuid(user, user, user) != 0) {
         _exit(21);
       }
     }

@@ -71,8 +71,9 @@ std::string UsageText() {
                     [--page-size 1G|2M|thp|4K] [--require-page-size] [--try [--device NAME]]
 
 Says whether this machine is ready for pinned, registered memory (RDMA devices and what they can
-register, huge pages, THP, RLIMIT_MEMLOCK and CAP_IPC_LOCK, fork mode, io_uring), what a pinpool
-pool with the given options would get here, and every problem found with a concrete fix.
+register, huge pages, THP, RLIMIT_MEMLOCK and CAP_IPC_LOCK, fork mode, io_uring, what each
+domain does to the pages: long-term pinned or only locked), what a pinpool pool with the given
+options would get here, and every problem found with a concrete fix.
 
   --json                machine-readable output (the fields are listed below)
   --chunk-size SIZE     PoolOptions::chunk_size (default 64M): a power of two, 2M to 1G
@@ -81,8 +82,9 @@ pool with the given options would get here, and every problem found with a concr
   --require-page-size   PoolOptions::require_page_size: no fallback to smaller pages
   --try                 really create the pool, with one chunk mapped, pinned and registered
                         (verbs domain when an RDMA port is ACTIVE or --device is given, else
-                        the host domain), report its stats and destroy it; without --try
-                        nothing is mapped or registered
+                        the default long-term pin domain), report its stats and destroy it;
+                        without --try nothing is mapped or registered but one page, pinned
+                        and released to see whether long-term pinning works here
   --device NAME         the RDMA device --try registers with
   -h, --help            this text
   --version             pinpool's version
@@ -92,7 +94,7 @@ limits) the application runs with.
 
 Exit status: 0 whatever was found (read the problems), 2 when the arguments are wrong.
 
-JSON fields (schema_version 1; sizes in bytes; null: unlimited, not applicable or unknown):
+JSON fields (schema_version 2; sizes in bytes; null: unlimited, not applicable or unknown):
   schema_version, pinpool_version
   system: kernel, machine, cpus, uid, memory_total_bytes, memory_available_bytes
   rdma: device_list_error, device_list_errno, modules {name: loaded|builtin|available|absent},
@@ -107,7 +109,9 @@ JSON fields (schema_version 1; sizes in bytes; null: unlimited, not applicable o
   hugepages: pools[]: page_size, page_size_bytes, total, free, reserved, surplus,
     overcommit; thp {enabled, defrag}
   memlock: soft_limit_bytes, hard_limit_bytes, locked_bytes, pinned_bytes, cap_ipc_lock,
-    headroom_bytes
+    pin_headroom_bytes, lock_headroom_bytes
+  pinning: long_term_available, long_term_error, domains[]: domain, pinning
+    (long-term|resident|none), meaning, how, available, unavailable_reason
   fork: mode (disabled|enabled|unneeded)
   io_uring: available, error, io_uring_disabled, sparse_buffers, max_buffer_bytes,
     max_buffers

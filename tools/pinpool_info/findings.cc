@@ -4,7 +4,9 @@
 // interface that exists here). Ids are stable; docs/pinpool-info.md lists them.
 //
 // Severity: error = the pool (or RDMA) as asked cannot work here; warning = it works, worse than
-// it could (smaller pages, no io_uring); note = worth knowing, nothing fails.
+// it could (smaller pages, no io_uring); note = worth knowing, nothing fails. The words for why
+// io_uring cannot be used, and so why the default domain cannot pin, are the library's
+// (domain/io_uring_refusal.h), so that the tool and Pool::Create say the same.
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -14,6 +16,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "domain/io_uring_refusal.h"
 #include "info.h"
 #include "util/bytes.h"
 
@@ -288,8 +291,9 @@ void CheckMemlock(const Facts& f, const PoolPlan& plan, std::vector<Finding>& ou
   const MemlockFacts& m = f.memlock;
   const std::uint64_t need = plan.pinned_bytes;
   if (plan.memlock_applies && !plan.memlock_fits) {
-    const std::uint64_t used = std::max(m.locked, m.pinned);
-    const std::uint64_t headroom = *m.Headroom();
+    // The pools planned here pin long-term: VmPin is what counts.
+    const std::uint64_t used = m.pinned;
+    const std::uint64_t headroom = *m.PinHeadroom();
     const std::uint64_t kib = (need + used + 1023) / 1024;
     std::string raise = absl::StrFormat(
         "`ulimit -l unlimited` (or `ulimit -l %d`, in KiB) in the shell that starts the program",
@@ -318,12 +322,12 @@ void CheckMemlock(const Facts& f, const PoolPlan& plan, std::vector<Finding>& ou
                               FormatBytes(headroom));
     }
     Add(out, "memlock_too_low", Severity::kError,
-        absl::StrFormat(
-            "RLIMIT_MEMLOCK is %s but the budget is %s%s: the pool stops growing "
-            "at the limit (kResourceExhausted)",
-            FormatBytes(*m.soft), FormatBytes(need),
-            used != 0 ? absl::StrFormat(" and %s is locked or pinned already", FormatBytes(used))
-                      : ""),
+        absl::StrFormat("RLIMIT_MEMLOCK is %s but the budget is %s%s: the pool stops growing "
+                        "at the limit (kResourceExhausted)",
+                        FormatBytes(*m.soft), FormatBytes(need),
+                        used != 0 ? absl::StrFormat(" and %s is long-term pinned already (VmPin)",
+                                                    FormatBytes(used))
+                                  : ""),
         absl::StrFormat(
             "raise the limit: %s; `USER - memlock unlimited` in /etc/security/limits.conf for "
             "logins; LimitMEMLOCK=infinity for a systemd service; `--ulimit memlock=-1` for "
@@ -363,42 +367,16 @@ void CheckForkAndIoUring(const Facts& f, const PoolPlan& plan, std::vector<Findi
   }
   const IoUringFacts& u = f.io_uring;
   if (!u.available) {
-    const int err = u.error_errno.value_or(0);
-    std::string fix;
-    if (u.disabled_sysctl == 2) {
-      fix = "kernel.io_uring_disabled is 2 (off for everyone): `sysctl kernel.io_uring_disabled=0`";
-    } else if (u.disabled_sysctl == 1) {
-      fix =
-          "kernel.io_uring_disabled is 1 (only CAP_SYS_ADMIN or members of "
-          "kernel.io_uring_group): `sysctl kernel.io_uring_disabled=0`, or add the user to "
-          "that group";
-    } else if (err == ENOSYS) {
-      fix =
-          "this kernel has no io_uring (CONFIG_IO_URING), or a seccomp filter hides it: use "
-          "a kernel with it (Linux 5.19+ for pinpool's sparse buffer tables)";
-    } else if (err == EPERM || err == EACCES) {
-      fix =
-          "a seccomp profile (a container runtime's default) forbids io_uring: allow "
-          "io_uring_setup, io_uring_enter and io_uring_register (docker: "
-          "--security-opt seccomp=<profile>)";
-    } else if (err == ENOMEM) {
-      fix =
-          "the ring's memory counts against RLIMIT_MEMLOCK on kernels before 5.12: raise it "
-          "(`ulimit -l`)";
-    } else {
-      fix = "check dmesg and the kernel's io_uring settings";
-    }
+    const internal::IoUringRefusal why =
+        internal::ExplainIoUringSetupFailure(u.error_errno.value_or(0), u.disabled_sysctl);
     Add(out, "io_uring_unavailable", Severity::kWarning,
-        absl::StrFormat("io_uring is unavailable: io_uring_queue_init failed (%s): "
-                        "IoUringDomain cannot be used",
-                        std::strerror(err)),
-        fix);
+        absl::StrFormat("io_uring is unavailable: %s: IoUringDomain cannot be used", why.cause),
+        why.fix);
   } else if (u.sparse_buffers == false) {
+    const internal::IoUringRefusal why =
+        internal::ExplainSparseTableFailure(u.sparse_errno.value_or(0), 1);
     Add(out, "io_uring_no_sparse_buffers", Severity::kWarning,
-        absl::StrFormat("the kernel refuses sparse fixed-buffer tables (%s): pinpool's "
-                        "IoUringDomain needs them",
-                        std::strerror(u.sparse_errno.value_or(0))),
-        "use Linux 5.19 or later");
+        absl::StrFormat("%s: pinpool's IoUringDomain needs sparse tables", why.cause), why.fix);
   }
   if (u.available && plan.chunks > kIoUringMaxBuffers) {
     Add(out, "io_uring_too_many_chunks", Severity::kNote,
@@ -437,6 +415,16 @@ std::vector<Finding> FindProblems(const Facts& facts, const PoolPlan& plan) {
     CheckMemlock(facts, plan, out);
   }
   CheckForkAndIoUring(facts, plan, out);
+  if (!facts.long_term_pin.available) {
+    Add(out, "long_term_pinning_unavailable", Severity::kError,
+        absl::StrFormat("the default domain cannot take a long-term pin here, so Pool::Create "
+                        "with no domain named fails: %s",
+                        facts.long_term_pin.error),
+        "remove the cause (io_uring_unavailable, if listed, says how), or name a domain: "
+        "VerbsDomain::Open() on an RDMA device (ibv_reg_mr pins long-term), or, only for memory "
+        "no device reads or writes, MakeResidentNotPinnedDomain() (mlock: resident, not pinned: "
+        "the physical address may change; not for DMA)");
+  }
   if (plan.tried && !plan.tried->ok) {
     Add(out, "try_failed", Severity::kError,
         absl::StrFormat("creating the pool (%s domain) failed: %s", plan.tried->domain,

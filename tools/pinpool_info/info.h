@@ -4,7 +4,8 @@
 // its own:
 //   1. probe (probe_*.cc): facts, read from the kernel and the libraries, never interpreted:
 //      RDMA devices and ports (libibverbs), huge page pools and THP (sysfs), RLIMIT_MEMLOCK and
-//      what is locked (the os layer's QueryMemlock), fork mode, io_uring (liburing).
+//      what is locked and pinned (the os layer's QueryMemlock), fork mode, io_uring (liburing),
+//      and whether the default domain can take a long-term pin here (by pinning one page).
 //   2. plan and findings (plan.cc, findings.cc): what a pool with the given options would get
 //      here (page size of each chunk, memlock fit, device limits; with --try a real pool), and
 //      every problem found with a concrete fix.
@@ -34,8 +35,9 @@
 
 namespace pinpool::info {
 
-// Bumped when a JSON field changes meaning or disappears (new fields do not bump it).
-inline constexpr int kSchemaVersion = 1;
+// Bumped when a JSON field changes meaning or disappears (new fields do not bump it). 2: the
+// pool stats' pinned/locked fields, memlock headroom per counter.
+inline constexpr int kSchemaVersion = 2;
 
 // The io_uring limits pinpool lives within (the kernel's, not queried: there is no interface).
 inline constexpr std::uint64_t kIoUringMaxBufferBytes = std::uint64_t{1} << 30;  // one buffer
@@ -155,11 +157,13 @@ struct MemoryFacts {
 struct MemlockFacts {
   std::optional<std::uint64_t> soft;  // nullopt: unlimited
   std::optional<std::uint64_t> hard;
-  std::uint64_t locked = 0;  // VmLck
-  std::uint64_t pinned = 0;  // VmPin
+  std::uint64_t locked = 0;  // VmLck (mlock)
+  std::uint64_t pinned = 0;  // VmPin (long-term pins)
   bool cap_ipc_lock = false;
-  // What more can be pinned: nullopt when not limited (CAP_IPC_LOCK or unlimited).
-  std::optional<std::uint64_t> Headroom() const;
+  // What more can be long-term pinned (soft limit - VmPin) and mlocked (soft limit - VmLck); the
+  // kernel checks each counter on its own. nullopt when not limited (CAP_IPC_LOCK or unlimited).
+  std::optional<std::uint64_t> PinHeadroom() const;
+  std::optional<std::uint64_t> LockHeadroom() const;
 };
 
 struct IoUringFacts {
@@ -168,6 +172,13 @@ struct IoUringFacts {
   std::optional<int> disabled_sysctl;  // kernel.io_uring_disabled, when the kernel has it
   std::optional<bool> sparse_buffers;  // sparse fixed-buffer tables (Linux 5.19+), when available
   std::optional<int> sparse_errno;
+};
+
+// Can the default domain (MakeLongTermPinDomain) take a long-term pin here? Probed by creating it
+// and pinning one page.
+struct LongTermPinFacts {
+  bool available = false;
+  std::string error;  // why not: the library's own message (cause, fix, alternatives)
 };
 
 struct SystemFacts {
@@ -184,6 +195,7 @@ struct Facts {
   MemlockFacts memlock;
   std::string fork_mode;  // pinpool::ForkModeName(QueryForkMode())
   IoUringFacts io_uring;
+  LongTermPinFacts long_term_pin;
 };
 
 // Each probe reads the machine now; none fails (what cannot be read is reported as such).
@@ -192,7 +204,20 @@ RdmaFacts ProbeRdma();
 MemoryFacts ProbeMemory();
 MemlockFacts ProbeMemlock();
 IoUringFacts ProbeIoUring();
+LongTermPinFacts ProbeLongTermPin();
 Facts ProbeAll();
+
+// --- what each domain does to the pages -------------------------------------------------------
+
+struct DomainPinning {
+  std::string domain;  // "default", "io_uring", "verbs", "mlock"
+  Pinning pinning = Pinning::kNone;
+  std::string how;          // the mechanism ("io_uring fixed buffers in private tables", ...)
+  bool available = false;   // usable on this machine now
+  std::string unavailable;  // why not, when not
+};
+// The domains pinpool has, in the order the report lists them.
+std::vector<DomainPinning> DescribeDomains(const Facts& facts);
 
 // --- what a pool would get ---------------------------------------------------------------------
 
@@ -211,7 +236,7 @@ struct DeviceFit {
 
 struct TryResult {
   bool ok = false;
-  std::string domain;  // the domain the pool registered with ("host", "rxe0/pd0")
+  std::string domain;  // the domain the pool registered with ("long-term pin", "rxe0/pd0")
   double seconds = 0;  // Pool::Create with one chunk
   std::string error;
   std::optional<PoolStats> stats;
@@ -233,7 +258,8 @@ struct PoolPlan {
 
 PoolPlan PlanPool(const ToolOptions& options, const Facts& facts);
 // --try: creates the pool (one chunk) with a verbs domain on `options.device` or the first
-// ACTIVE device when there is one, else the host domain; reports and destroys it.
+// ACTIVE device when there is one, else the default (long-term pin) domain; reports and destroys
+// it.
 TryResult TryPool(const ToolOptions& options, const Facts& facts);
 
 // --- problems and fixes ------------------------------------------------------------------------

@@ -105,7 +105,9 @@ PoolPlan PlanPool(const ToolOptions& options, const Facts& facts) {
   plan.pinned_bytes = plan.chunks * options.chunk_size;
   PlanPageSizes(plan, facts);
 
-  const std::optional<std::uint64_t> headroom = facts.memlock.Headroom();
+  // Every domain a pool planned here would use (the default, or verbs with --try) takes a
+  // long-term pin, which counts in VmPin.
+  const std::optional<std::uint64_t> headroom = facts.memlock.PinHeadroom();
   plan.memlock_applies = headroom.has_value();
   plan.memlock_fits = !headroom || plan.pinned_bytes <= *headroom;
 
@@ -137,7 +139,7 @@ TryResult TryPool(const ToolOptions& options, const Facts& facts) {
   for (const DeviceInfo& d : facts.rdma.devices) {
     for (const PortInfo& p : d.ports) active = active || p.active;
   }
-  result.domain = "host";
+  result.domain = "long-term pin";  // the default
   if (!options.device.empty() || active) {
     auto verbs =
         VerbsDomain::Open({.device = options.device,
@@ -160,6 +162,7 @@ TryResult TryPool(const ToolOptions& options, const Facts& facts) {
   }
   result.ok = true;
   result.stats = (*pool)->GetStats();
+  result.domain = result.stats->domains.front().name;
   return result;
 }
 

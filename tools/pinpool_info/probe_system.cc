@@ -1,10 +1,12 @@
 // Probing the host: kernel and CPUs, memory, huge page pools (/sys/kernel/mm/hugepages), THP
 // mode, RLIMIT_MEMLOCK and what counts against it (the os layer's QueryMemlock, so the numbers
 // are the ones a pool would see), fork mode; and io_uring: can a ring be set up, does it take a
-// sparse fixed-buffer table (what pinpool's io_uring domain registers), kernel.io_uring_disabled.
-// Every ring opened here is closed before returning.
+// sparse fixed-buffer table (what pinpool's io_uring domain registers), kernel.io_uring_disabled;
+// and the default domain's long-term pin, tried on one page. Every ring opened, page pinned and
+// page mapped here is given back before returning.
 #include <dirent.h>
 #include <liburing.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -17,8 +19,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "domain/io_uring_refusal.h"
 #include "info.h"
 #include "os/os.h"
+#include "pinpool/domain.h"
 #include "pinpool/verbs.h"
 
 namespace pinpool::info {
@@ -29,13 +33,6 @@ using internal::os::ReadKernelFile;
 std::optional<std::uint64_t> ReadCount(const std::string& path) {
   auto text = ReadKernelFile(path.c_str());
   std::uint64_t v = 0;
-  if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &v)) return std::nullopt;
-  return v;
-}
-
-std::optional<int> ReadInt(const char* path) {
-  auto text = ReadKernelFile(path);
-  int v = 0;
   if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &v)) return std::nullopt;
   return v;
 }
@@ -60,11 +57,17 @@ const HugePagePool* MemoryFacts::Pool(std::uint64_t page_bytes) const {
   return nullptr;
 }
 
-std::optional<std::uint64_t> MemlockFacts::Headroom() const {
-  if (cap_ipc_lock || !soft) return std::nullopt;
-  const std::uint64_t used = std::max(locked, pinned);
-  return used >= *soft ? 0 : *soft - used;
+namespace {
+
+std::optional<std::uint64_t> Headroom(const MemlockFacts& m, std::uint64_t used) {
+  if (m.cap_ipc_lock || !m.soft) return std::nullopt;
+  return used >= *m.soft ? 0 : *m.soft - used;
 }
+
+}  // namespace
+
+std::optional<std::uint64_t> MemlockFacts::PinHeadroom() const { return Headroom(*this, pinned); }
+std::optional<std::uint64_t> MemlockFacts::LockHeadroom() const { return Headroom(*this, locked); }
 
 SystemFacts ProbeSystem() {
   SystemFacts s;
@@ -130,7 +133,7 @@ MemlockFacts ProbeMemlock() {
 
 IoUringFacts ProbeIoUring() {
   IoUringFacts f;
-  f.disabled_sysctl = ReadInt("/proc/sys/kernel/io_uring_disabled");
+  f.disabled_sysctl = internal::ReadIoUringDisabled();
   io_uring ring{};
   if (const int ret = io_uring_queue_init(4, &ring, 0); ret < 0) {
     f.error_errno = -ret;
@@ -149,6 +152,31 @@ IoUringFacts ProbeIoUring() {
   return f;
 }
 
+LongTermPinFacts ProbeLongTermPin() {
+  LongTermPinFacts f;
+  absl::StatusOr<std::shared_ptr<Domain>> domain = MakeLongTermPinDomain();
+  if (!domain.ok()) {
+    f.error = std::string(domain.status().message());
+    return f;
+  }
+  const std::size_t page = internal::os::kBasePage;
+  void* p = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                 -1, 0);
+  if (p == MAP_FAILED) {
+    f.error = "cannot map one page to pin";
+    return f;
+  }
+  absl::StatusOr<Keys> keys = (*domain)->Register(p, page);
+  if (keys.ok()) {
+    (*domain)->Deregister(*keys);
+    f.available = true;
+  } else {
+    f.error = absl::StrFormat("pinning one page failed: %s", keys.status().message());
+  }
+  munmap(p, page);
+  return f;
+}
+
 Facts ProbeAll() {
   Facts f;
   f.system = ProbeSystem();
@@ -157,6 +185,7 @@ Facts ProbeAll() {
   f.memlock = ProbeMemlock();
   f.fork_mode = ForkModeName(QueryForkMode());
   f.io_uring = ProbeIoUring();
+  f.long_term_pin = ProbeLongTermPin();
   return f;
 }
 

@@ -241,8 +241,29 @@ std::string RenderJson(const Facts& f, const PoolPlan& plan, const std::vector<F
       .Field("locked_bytes", f.memlock.locked)
       .Field("pinned_bytes", f.memlock.pinned)
       .Field("cap_ipc_lock", f.memlock.cap_ipc_lock)
-      .Field("headroom_bytes", f.memlock.Headroom())
+      .Field("pin_headroom_bytes", f.memlock.PinHeadroom())
+      .Field("lock_headroom_bytes", f.memlock.LockHeadroom())
       .EndObject();
+
+  json.Key("pinning")
+      .BeginObject()
+      .Field("long_term_available", f.long_term_pin.available)
+      .Field("long_term_error", f.long_term_pin.available
+                                    ? std::nullopt
+                                    : std::optional<std::string>(f.long_term_pin.error));
+  json.Key("domains").BeginArray();
+  for (const DomainPinning& d : DescribeDomains(f)) {
+    json.BeginObject()
+        .Field("domain", d.domain)
+        .Field("pinning", PinningName(d.pinning))
+        .Field("meaning", PinningDescription(d.pinning))
+        .Field("how", d.how)
+        .Field("available", d.available)
+        .Field("unavailable_reason",
+               d.available ? std::nullopt : std::optional<std::string>(d.unavailable))
+        .EndObject();
+  }
+  json.EndArray().EndObject();
 
   json.Key("fork").BeginObject().Field("mode", f.fork_mode).EndObject();
 

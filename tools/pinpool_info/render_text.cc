@@ -141,7 +141,7 @@ void Plan(std::string& out, const Facts& f, const PoolPlan& plan) {
   } else {
     memlock =
         absl::StrFormat("%s: needs %s, headroom %s", plan.memlock_fits ? "fits" : "DOES NOT FIT",
-                        FormatBytes(plan.pinned_bytes), FormatBytes(*f.memlock.Headroom()));
+                        FormatBytes(plan.pinned_bytes), FormatBytes(*f.memlock.PinHeadroom()));
   }
   Line(out, 2, "memlock", memlock);
   for (const DeviceFit& d : plan.devices) {
@@ -211,12 +211,23 @@ std::string RenderText(const Facts& f, const PoolPlan& plan, const std::vector<F
   out += "\nLocked memory\n";
   Line(out, 2, "RLIMIT_MEMLOCK",
        absl::StrFormat("%s soft, %s hard", Limit(f.memlock.soft), Limit(f.memlock.hard)));
-  Line(out, 2, "locked now",
-       absl::StrFormat("VmLck %s, VmPin %s", FormatBytes(f.memlock.locked),
-                       FormatBytes(f.memlock.pinned)));
+  Line(out, 2, "now",
+       absl::StrFormat("VmPin %s (long-term pinned), VmLck %s (locked)",
+                       FormatBytes(f.memlock.pinned), FormatBytes(f.memlock.locked)));
   Line(out, 2, "CAP_IPC_LOCK",
        f.memlock.cap_ipc_lock ? "yes: RLIMIT_MEMLOCK does not apply to this process" : "no");
   Line(out, 2, "fork mode", f.fork_mode);
+
+  out += "\nPinning (what each domain does to a chunk's pages)\n";
+  for (const DomainPinning& d : DescribeDomains(f)) {
+    Line(out, 2, d.domain,
+         absl::StrFormat("%s; %s; %s", PinningDescription(d.pinning), d.how,
+                         d.available ? "available here"
+                                     : absl::StrFormat("NOT AVAILABLE here: %s", d.unavailable)));
+  }
+  if (!f.long_term_pin.available) {
+    Line(out, 2, "default pools", "FAIL at Pool::Create: see long_term_pinning_unavailable below");
+  }
 
   out += "\nio_uring\n";
   std::string ring;
