@@ -206,6 +206,7 @@ class Connection {
     wr.wr.rdma.remote_addr = address;
     wr.wr.rdma.rkey = rkey;
     ibv_send_wr* bad = nullptr;
+    if (std::getenv("TRACE")) std::fprintf(stderr, "%s: rdma op %d len %u addr %#lx rkey %#x lkey %#x local %p\n", role_, op, length, address, rkey, sge.lkey, local.data());
     if (ibv_post_send(id_->qp, &wr, &bad) != 0) Die(role_, Errno("ibv_post_send (RDMA)"));
   }
 
@@ -224,6 +225,7 @@ class Connection {
     const int n = ibv_poll_cq(cq_, 1, &wc);
     if (n < 0) Die(role_, "ibv_poll_cq failed");
     if (n == 0) return {};
+    if (std::getenv("TRACE")) std::fprintf(stderr, "%s: wc wr_id %#lx status %d opcode %d\n", role_, wc.wr_id, wc.status, wc.opcode);
     if (hook(wc)) return {};
     const std::uint64_t tag = wc.wr_id & kTagMask;
     const int slot = static_cast<int>(wc.wr_id & ~kTagMask);
@@ -302,7 +304,10 @@ int Serve(const Args& args) {
       Die(role, std::string("unexpected event ") + rdma_event_str(event->event));
     }
     rdma_cm_id* id = event->id;
-    const std::uint8_t reads = event->param.conn.initiator_depth;
+    // rdma_cm reports the peer's parameters from this side's point of view: the client's RDMA
+    // READs in flight (its initiator depth) are our responder resources. Accepting fewer than it
+    // asked caps its QP; accepting none would stall its every READ.
+    const std::uint8_t reads = event->param.conn.responder_resources;
     rdma_ack_cm_event(event);
     if (id->verbs != listener->verbs) Die(role, "the connection arrived on another device");
     auto conn = std::make_unique<Connection>(role, id, pd, *pool, 64);

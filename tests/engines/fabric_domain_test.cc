@@ -26,98 +26,29 @@
 #include <thread>
 #include <vector>
 
+#include "fabric_pair.h"
 #include "pinpool/fabric.h"
 #include "pinpool/pinpool.h"
 
 namespace pinpool {
 namespace {
 
-constexpr std::uint64_t kCaps =
-    FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-
-fi_info* GetInfo(const char* provider) {
-  fi_info* hints = fi_allocinfo();
-  hints->caps = kCaps;
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  hints->domain_attr->threading = FI_THREAD_SAFE;
-  hints->fabric_attr->prov_name = strdup(provider);
-  fi_info* info = nullptr;
-  const int r = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
-  fi_freeinfo(hints);
-  return r == 0 ? info : nullptr;
-}
-
-// One side's fabric domain, address vector, completion queue and endpoint.
-struct Side {
-  fid_domain* domain = nullptr;
-  fid_av* av = nullptr;
-  fid_cq* cq = nullptr;
-  fid_ep* ep = nullptr;
-  fi_addr_t peer = FI_ADDR_UNSPEC;
-
-  void Close() {
-    if (ep != nullptr) fi_close(&ep->fid);
-    if (av != nullptr) fi_close(&av->fid);
-    if (cq != nullptr) fi_close(&cq->fid);
-    if (domain != nullptr) fi_close(&domain->fid);
-    *this = {};
-  }
-};
-
-::testing::AssertionResult Ok(int r, const char* what) {
-  if (r == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": " << fi_strerror(-r);
-}
+using Side = testing::FabricPair::Side;
 
 class FabricTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    info_ = GetInfo(GetParam());
-    ASSERT_NE(info_, nullptr) << "fi_getinfo found no " << GetParam() << " provider with RMA";
-    ASSERT_TRUE(Ok(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric"));
-    for (Side* s : {&target_, &initiator_}) ASSERT_NO_FATAL_FAILURE(Open(*s));
-    ASSERT_NO_FATAL_FAILURE(Connect(target_, initiator_));
-    ASSERT_NO_FATAL_FAILURE(Connect(initiator_, target_));
-    progress_ = std::thread([this] {
-      fi_cq_tagged_entry e;
-      while (!stop_.load(std::memory_order_relaxed)) fi_cq_read(target_.cq, &e, 1);
-    });
+    pair_ = std::make_unique<testing::FabricPair>();
+    const std::string error = pair_->Open(GetParam());
+    ASSERT_TRUE(error.empty()) << GetParam() << ": " << error;
+    info_ = pair_->info();
   }
 
   void TearDown() override {
     access_.reset();
     target_pool_.reset();
     local_pool_.reset();
-    stop_ = true;
-    if (progress_.joinable()) progress_.join();
-    initiator_.Close();
-    target_.Close();
-    if (fabric_ != nullptr) fi_close(&fabric_->fid);
-    if (info_ != nullptr) fi_freeinfo(info_);
-  }
-
-  void Open(Side& s) {
-    ASSERT_TRUE(Ok(fi_domain(fabric_, info_, &s.domain, nullptr), "fi_domain"));
-    fi_av_attr av{};
-    av.type = FI_AV_TABLE;
-    ASSERT_TRUE(Ok(fi_av_open(s.domain, &av, &s.av, nullptr), "fi_av_open"));
-    fi_cq_attr cq{};
-    cq.format = FI_CQ_FORMAT_CONTEXT;
-    cq.size = 256;
-    ASSERT_TRUE(Ok(fi_cq_open(s.domain, &cq, &s.cq, nullptr), "fi_cq_open"));
-    ASSERT_TRUE(Ok(fi_endpoint(s.domain, info_, &s.ep, nullptr), "fi_endpoint"));
-    ASSERT_TRUE(Ok(fi_ep_bind(s.ep, &s.av->fid, 0), "fi_ep_bind av"));
-    ASSERT_TRUE(Ok(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind cq"));
-    ASSERT_TRUE(Ok(fi_enable(s.ep), "fi_enable"));
-  }
-
-  // `from` learns `to`'s address.
-  void Connect(Side& from, const Side& to) {
-    char name[256];
-    std::size_t len = sizeof(name);
-    ASSERT_TRUE(Ok(fi_getname(&to.ep->fid, name, &len), "fi_getname"));
-    ASSERT_EQ(fi_av_insert(from.av, name, 1, &from.peer, 0, nullptr), 1);
+    pair_.reset();
   }
 
   std::shared_ptr<FabricDomain> Wrap(Side& s, const FabricDomainOptions& o = {}) {
@@ -140,8 +71,8 @@ class FabricTest : public ::testing::TestWithParam<const char*> {
 
   // The target pool with grants, the initiator's local-only pool.
   void MakePools() {
-    target_domain_ = Wrap(target_);
-    local_domain_ = Wrap(initiator_);
+    target_domain_ = Wrap(pair_->target);
+    local_domain_ = Wrap(pair_->initiator);
     ASSERT_TRUE(target_domain_ && local_domain_);
     target_pool_ = MakePool(target_domain_);
     local_pool_ = MakePool(local_domain_);
@@ -154,18 +85,16 @@ class FabricTest : public ::testing::TestWithParam<const char*> {
   // Writes (FI_DELIVERY_COMPLETE: the data is at the target when it completes) or reads.
   absl::Status Write(const Block& from, std::size_t length, const FabricRemote& to,
                      std::size_t to_offset = 0) {
-    return FabricWriteSync(initiator_.ep, initiator_.cq, from, 0, length, initiator_.peer, to,
-                           to_offset, FI_DELIVERY_COMPLETE);
+    return FabricWriteSync(pair_->initiator.ep, pair_->initiator.cq, from, 0, length,
+                           pair_->initiator.peer, to, to_offset, FI_DELIVERY_COMPLETE);
   }
   absl::Status Read(const Block& into, std::size_t length, const FabricRemote& from) {
-    return FabricReadSync(initiator_.ep, initiator_.cq, into, 0, length, initiator_.peer, from, 0);
+    return FabricReadSync(pair_->initiator.ep, pair_->initiator.cq, into, 0, length,
+                          pair_->initiator.peer, from, 0);
   }
 
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  Side target_, initiator_;
-  std::thread progress_;
-  std::atomic<bool> stop_{false};
+  std::unique_ptr<testing::FabricPair> pair_;
+  const fi_info* info_ = nullptr;
   std::shared_ptr<FabricDomain> target_domain_, local_domain_;
   std::unique_ptr<Pool> target_pool_, local_pool_;
   std::unique_ptr<FabricAccess> access_;
@@ -195,19 +124,19 @@ INSTANTIATE_TEST_SUITE_P(Shm, FabricShmTest, ::testing::Values("shm"));
 
 TEST_P(FabricTest, WrapObeysTheProvidersMode) {
   EXPECT_EQ(FabricDomain::Wrap(nullptr, info_).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(FabricDomain::Wrap(target_.domain, nullptr).status().code(),
+  EXPECT_EQ(FabricDomain::Wrap(pair_->target.domain, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
   fi_info* raw = fi_dupinfo(info_);
   raw->domain_attr->mr_mode |= FI_MR_RAW;
-  EXPECT_EQ(FabricDomain::Wrap(target_.domain, raw).status().code(),
+  EXPECT_EQ(FabricDomain::Wrap(pair_->target.domain, raw).status().code(),
             absl::StatusCode::kUnimplemented);
   raw->domain_attr->mr_mode = (info_->domain_attr->mr_mode & ~FI_MR_RAW) | FI_MR_ENDPOINT;
-  auto no_ep = FabricDomain::Wrap(target_.domain, raw);
+  auto no_ep = FabricDomain::Wrap(pair_->target.domain, raw);
   EXPECT_EQ(no_ep.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(no_ep.status().message().find("FI_MR_ENDPOINT"), std::string::npos);
   fi_freeinfo(raw);
 
-  std::shared_ptr<FabricDomain> d = Wrap(target_);
+  std::shared_ptr<FabricDomain> d = Wrap(pair_->target);
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->mr_mode(), info_->domain_attr->mr_mode);
   EXPECT_EQ(d->kind(), DomainKind::kCustom);
@@ -218,7 +147,7 @@ TEST_P(FabricTest, WrapObeysTheProvidersMode) {
 }
 
 TEST_P(FabricTest, EachChunkIsRegisteredOnceLocalOnlyWithUniqueKeys) {
-  std::shared_ptr<FabricDomain> d = Wrap(target_);
+  std::shared_ptr<FabricDomain> d = Wrap(pair_->target);
   ASSERT_NE(d, nullptr);
   std::unique_ptr<Pool> pool = MakePool(d);
   ASSERT_NE(pool, nullptr);
@@ -245,7 +174,7 @@ TEST_P(FabricTest, EachChunkIsRegisteredOnceLocalOnlyWithUniqueKeys) {
 }
 
 TEST_P(FabricTest, TrustedChunksGiveTheChunkKeyAndTheProvidersAddressing) {
-  std::shared_ptr<FabricDomain> d = Wrap(target_, {.trusted_whole_chunk = {.write = true}});
+  std::shared_ptr<FabricDomain> d = Wrap(pair_->target, {.trusted_whole_chunk = {.write = true}});
   ASSERT_NE(d, nullptr);
   std::unique_ptr<Pool> pool = MakePool(d);
   Block b = pool->Allocate(5000);
@@ -335,22 +264,26 @@ TEST_P(FabricTest, TransfersOutsideTheBlockOrThePeersBytesAreRefusedBeforePostin
   ASSERT_TRUE(g.ok());
   const FabricRemote r = g->remote;
   const auto code = [&](absl::Status s) { return s.code(); };
-  EXPECT_EQ(code(FabricWrite(initiator_.ep, src, 0, 101, initiator_.peer, r, 0, nullptr)),
+  EXPECT_EQ(
+      code(FabricWrite(pair_->initiator.ep, src, 0, 101, pair_->initiator.peer, r, 0, nullptr)),
+      absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(
+      code(FabricWrite(pair_->initiator.ep, src, 0, 10, pair_->initiator.peer, r, 91, nullptr)),
+      absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(
+      code(FabricWrite(pair_->initiator.ep, src, 995, 10, pair_->initiator.peer, r, 0, nullptr)),
+      absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(code(FabricRead(pair_->initiator.ep, src, 0, 8, pair_->initiator.peer, r, SIZE_MAX - 2,
+                            nullptr)),
             absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(code(FabricWrite(initiator_.ep, src, 0, 10, initiator_.peer, r, 91, nullptr)),
+  EXPECT_EQ(code(FabricWriteSync(pair_->initiator.ep, pair_->initiator.cq, src, 0, src.size() + 1,
+                                 pair_->initiator.peer, r, 0)),
             absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(code(FabricWrite(initiator_.ep, src, 995, 10, initiator_.peer, r, 0, nullptr)),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(code(FabricRead(initiator_.ep, src, 0, 8, initiator_.peer, r, SIZE_MAX - 2, nullptr)),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(code(FabricWriteSync(initiator_.ep, initiator_.cq, src, 0, src.size() + 1,
-                                 initiator_.peer, r, 0)),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(code(FabricWrite(initiator_.ep, src, 0, 0, initiator_.peer, r, 0, nullptr)),
+  EXPECT_EQ(code(FabricWrite(pair_->initiator.ep, src, 0, 0, pair_->initiator.peer, r, 0, nullptr)),
             absl::StatusCode::kInvalidArgument);
   // Nothing was posted: no completion arrives, and the target is untouched.
   fi_cq_tagged_entry e;
-  EXPECT_EQ(fi_cq_read(initiator_.cq, &e, 1), -FI_EAGAIN);
+  EXPECT_EQ(fi_cq_read(pair_->initiator.cq, &e, 1), -FI_EAGAIN);
   const auto* t = static_cast<const std::uint8_t*>(target.data());
   for (std::size_t i = 0; i < target.size(); ++i) ASSERT_EQ(t[i], 0) << "byte " << i;
   ASSERT_TRUE(Write(src, 100, r).ok());  // the whole grant is fine
@@ -359,17 +292,17 @@ TEST_P(FabricTest, TransfersOutsideTheBlockOrThePeersBytesAreRefusedBeforePostin
 }
 
 TEST_P(FabricTest, KeysTheApplicationTookAreSkipped) {
-  std::shared_ptr<FabricDomain> probe = Wrap(target_);
+  std::shared_ptr<FabricDomain> probe = Wrap(pair_->target);
   ASSERT_NE(probe, nullptr);
   if (probe->provider_keys()) GTEST_SKIP() << "the provider chooses keys itself";
   // The application registers its own buffer under the key pinpool would request first.
   std::vector<char> own(4096);
   fid_mr* mr = nullptr;
   constexpr std::uint64_t kFirst = 1000;
-  ASSERT_TRUE(Ok(
-      fi_mr_reg(target_.domain, own.data(), own.size(), FI_REMOTE_READ, 0, kFirst, 0, &mr, nullptr),
-      "fi_mr_reg"));
-  std::shared_ptr<FabricDomain> d = Wrap(target_, {.first_key = kFirst});
+  ASSERT_EQ(fi_mr_reg(pair_->target.domain, own.data(), own.size(), FI_REMOTE_READ, 0, kFirst, 0,
+                      &mr, nullptr),
+            0);
+  std::shared_ptr<FabricDomain> d = Wrap(pair_->target, {.first_key = kFirst});
   std::unique_ptr<Pool> pool = MakePool(d);
   ASSERT_NE(pool, nullptr);
   Block b = pool->Allocate(10);
@@ -398,8 +331,8 @@ TEST_P(FabricTcpTest, TcpRefusesAWritePastAGrantsEnd) {
   std::memset(target.data(), 0, target.size());
   FabricRemote lie = g->remote;
   lie.length = 8192;  // past the grant: the helper would refuse, the provider must too
-  const absl::Status s = FabricWriteSync(initiator_.ep, initiator_.cq, src, 0, 8192,
-                                         initiator_.peer, lie, 0, FI_DELIVERY_COMPLETE);
+  const absl::Status s = FabricWriteSync(pair_->initiator.ep, pair_->initiator.cq, src, 0, 8192,
+                                         pair_->initiator.peer, lie, 0, FI_DELIVERY_COMPLETE);
   std::printf("tcp, write crossing the grant's end: %s\n", s.ToString().c_str());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto* t = static_cast<const std::uint8_t*>(target.data());
@@ -423,8 +356,8 @@ TEST_P(FabricTcpTest, TcpRefusesAWriteThroughARevokedGrant) {
   ASSERT_EQ(FirstWrong(target, 9, 4096), 4096u);
   std::memset(target.data(), 0, target.size());
   ASSERT_TRUE(access_->Revoke(*g).ok());
-  const absl::Status s = FabricWriteSync(initiator_.ep, initiator_.cq, src, 0, 4096,
-                                         initiator_.peer, g->remote, 0, FI_DELIVERY_COMPLETE);
+  const absl::Status s = FabricWriteSync(pair_->initiator.ep, pair_->initiator.cq, src, 0, 4096,
+                                         pair_->initiator.peer, g->remote, 0, FI_DELIVERY_COMPLETE);
   std::printf("tcp, write through a revoked grant: %s\n", s.ToString().c_str());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto* t = static_cast<const std::uint8_t*>(target.data());
@@ -448,8 +381,9 @@ TEST_P(FabricShmTest, ShmWritesPastAGrantsEnd) {
   EXPECT_FALSE(g->range_enforced);
   FabricRemote lie = g->remote;
   lie.length = 8192;
-  ASSERT_TRUE(
-      FabricWriteSync(initiator_.ep, initiator_.cq, src, 0, 8192, initiator_.peer, lie, 0).ok());
+  ASSERT_TRUE(FabricWriteSync(pair_->initiator.ep, pair_->initiator.cq, src, 0, 8192,
+                              pair_->initiator.peer, lie, 0)
+                  .ok());
   EXPECT_EQ(FirstWrong(target, 3, 8192), 8192u)
       << "shm no longer writes past a registration's end: add it to kRangeEnforced";
 }
