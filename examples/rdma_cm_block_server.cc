@@ -206,7 +206,6 @@ class Connection {
     wr.wr.rdma.remote_addr = address;
     wr.wr.rdma.rkey = rkey;
     ibv_send_wr* bad = nullptr;
-    if (std::getenv("TRACE")) std::fprintf(stderr, "%s: rdma op %d len %u addr %#lx rkey %#x lkey %#x local %p\n", role_, op, length, address, rkey, sge.lkey, local.data());
     if (ibv_post_send(id_->qp, &wr, &bad) != 0) Die(role_, Errno("ibv_post_send (RDMA)"));
   }
 
@@ -225,7 +224,6 @@ class Connection {
     const int n = ibv_poll_cq(cq_, 1, &wc);
     if (n < 0) Die(role_, "ibv_poll_cq failed");
     if (n == 0) return {};
-    if (std::getenv("TRACE")) std::fprintf(stderr, "%s: wc wr_id %#lx status %d opcode %d\n", role_, wc.wr_id, wc.status, wc.opcode);
     if (hook(wc)) return {};
     const std::uint64_t tag = wc.wr_id & kTagMask;
     const int slot = static_cast<int>(wc.wr_id & ~kTagMask);
@@ -322,7 +320,12 @@ int Serve(const Args& args) {
       Die(role, "the connection was not established");
     }
     rdma_ack_cm_event(event);
-    std::printf("server: client %d connected; grants are %s (range %s)\n", client,
+    char peer[INET6_ADDRSTRLEN] = "?";
+    const sockaddr* from = rdma_get_peer_addr(id);
+    if (from->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(from)->sin_addr, peer, sizeof(peer));
+    }
+    std::printf("server: client %d connected from %s; grants are %s (range %s)\n", client, peer,
                 pinpool::GrantMechanismName((*access)->mechanism()),
                 (*access)->range_enforced() ? "enforced" : "NOT enforced by this device");
 
