@@ -18,10 +18,11 @@ set(PINPOOL_WITH_FABRIC AUTO CACHE STRING
 set_property(CACHE PINPOOL_WITH_UCX PROPERTY STRINGS AUTO ON OFF)
 set_property(CACHE PINPOOL_WITH_FABRIC PROPERTY STRINGS AUTO ON OFF)
 
-# pinpool_engine(NAME <ucx|fabric> MODULE <pkg-config module> SWITCH <cache var> SOURCES ...)
+# pinpool_engine(NAME <ucx|fabric> MODULE <pkg-config module> PACKAGE <Debian package>
+#                SWITCH <cache var> PREFIX <pkg-config prefix> SOURCES ...)
 # Defines pinpool_<NAME> when the module is found (or fails when the switch is ON).
 function(pinpool_engine)
-  cmake_parse_arguments(E "" "NAME;MODULE;SWITCH;PREFIX" "SOURCES" ${ARGN})
+  cmake_parse_arguments(E "" "NAME;MODULE;PACKAGE;SWITCH;PREFIX" "SOURCES" ${ARGN})
   set(mode "${${E_SWITCH}}")
   string(TOUPPER "${mode}" mode)
   if(mode STREQUAL "OFF")
@@ -35,7 +36,7 @@ function(pinpool_engine)
   endif()
   if(NOT ${E_PREFIX}_FOUND)
     message(STATUS "pinpool: libpinpool_${E_NAME} not built: pkg-config finds no ${E_MODULE} "
-                   "(Debian: lib${E_MODULE}-dev); set ${E_SWITCH}=ON to require it")
+                   "(Debian: ${E_PACKAGE}); set ${E_SWITCH}=ON to require it")
     return()
   endif()
   set(target pinpool_${E_NAME})
@@ -55,10 +56,10 @@ function(pinpool_engine)
   message(STATUS "pinpool: building libpinpool_${E_NAME} with ${E_MODULE} ${${E_PREFIX}_VERSION}")
 endfunction()
 
-pinpool_engine(NAME ucx MODULE ucx SWITCH PINPOOL_WITH_UCX PREFIX PINPOOL_UCX
+pinpool_engine(NAME ucx MODULE ucx PACKAGE libucx-dev SWITCH PINPOOL_WITH_UCX PREFIX PINPOOL_UCX
   SOURCES ${PROJECT_SOURCE_DIR}/src/domain/ucx_domain.cc
           ${PROJECT_SOURCE_DIR}/src/domain/ucx_transfer.cc)
-pinpool_engine(NAME fabric MODULE libfabric SWITCH PINPOOL_WITH_FABRIC PREFIX PINPOOL_FABRIC
+pinpool_engine(NAME fabric MODULE libfabric PACKAGE libfabric-dev SWITCH PINPOOL_WITH_FABRIC PREFIX PINPOOL_FABRIC
   SOURCES ${PROJECT_SOURCE_DIR}/src/domain/fabric_domain.cc
           ${PROJECT_SOURCE_DIR}/src/domain/fabric_transfer.cc
           ${PROJECT_SOURCE_DIR}/src/pool/fabric_access.cc)

@@ -198,6 +198,16 @@ std::string RenderText(const Facts& f, const PoolPlan& plan, const std::vector<F
   }
   Line(out, 2, "kernel modules", absl::StrJoin(modules, ", "));
 
+  out += "\nTransfer engines (pinpool's optional domains: libpinpool_ucx, libpinpool_fabric)\n";
+  for (const EngineInfo& e : f.rdma.engines) {
+    Line(out, 2, e.name,
+         e.present ? absl::StrFormat("%s %s%s", e.library, e.version,
+                                     e.error.empty() ? "" : "; " + e.error)
+                   : e.error);
+    if (!e.transports.empty()) Line(out, 4, "transports", absl::StrJoin(e.transports, ", "));
+    if (!e.providers.empty()) Line(out, 4, "providers", absl::StrJoin(e.providers, ", "));
+  }
+
   out += "\nHuge pages\n";
   if (f.memory.hugepages.empty()) Line(out, 2, "hugetlb", "none (no /sys/kernel/mm/hugepages)");
   for (const HugePagePool& p : f.memory.hugepages) {
