@@ -116,6 +116,29 @@ TEST_F(UcxDomainTest, NoRkeyIsPackedUnlessTrustedPeersAreAskedFor) {
   EXPECT_NE(peer.status().message().find("whole chunk"), std::string::npos) << peer.status();
 }
 
+// Why UCX cannot grant one block: a mapping of a range inside a mapped chunk comes back (through
+// UCX's registration cache) as the chunk's own handle, with the chunk's rkey. The day this fails,
+// UCX maps ranges on their own, and pinpool/ucx.h and docs/engines.md should be revisited.
+TEST_F(UcxDomainTest, ARangeInsideAMappedChunkGetsTheChunksOwnMapping) {
+  std::unique_ptr<Pool> pool = MakePool({.trusted_whole_chunk = true});
+  ASSERT_NE(pool, nullptr);
+  Block b = pool->Allocate(4096);
+  ASSERT_TRUE(b);
+  ucp_mem_map_params_t p{};
+  p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  p.address = b.data();
+  p.length = b.size();
+  ucp_mem_h inner = nullptr;
+  ASSERT_EQ(ucp_mem_map(context_, &p, &inner), UCS_OK);
+  ucp_mem_attr_t attr{};
+  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+  ASSERT_EQ(ucp_mem_query(inner, &attr), UCS_OK);
+  EXPECT_EQ(inner, UcxChunkOf(b).memh);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(attr.address), b.chunk().base);
+  EXPECT_EQ(attr.length, b.chunk().size) << "UCX mapped the block on its own";
+  ucp_mem_unmap(context_, inner);
+}
+
 // Two workers of one context, the target progressed by its own thread, as a separate process
 // would be (on the host, UCX's put and get are messages the target's worker must handle).
 class UcxPairTest : public UcxDomainTest {

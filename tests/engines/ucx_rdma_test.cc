@@ -10,7 +10,9 @@
 // - with UCX's memory-domain registration cache off (UCX_IB_REG_METHODS=direct) UCX 1.13 does
 //   register the local buffer of each zero-copy put, because its RMA ignores the memory handle
 //   pinpool passes (1.15+ uses it: then nothing is registered either). This is the measurement
-//   behind what pinpool/ucx.h says, and shows the counting test can fail.
+//   behind what pinpool/ucx.h says, and shows the counting test can fail;
+// - UCX 1.13 ignores ucp_mem_map's protection flags: memory mapped for local access only takes a
+//   peer's put through its packed rkey (why pinpool never packs an rkey unless asked).
 #include <gtest/gtest.h>
 #include <stdio.h>
 
@@ -240,6 +242,43 @@ TEST_F(UcxRdmaTest, WithoutUcxsRegistrationCacheVersionsBefore115RegisterPerOper
         "operations from pool blocks\n",
         ucp_get_version_string(), static_cast<unsigned long long>(zcopy_made));
   }
+}
+
+TEST_F(UcxRdmaTest, MemoryMappedForLocalAccessOnlyStillTakesAPeersPut) {
+  ASSERT_NO_FATAL_FAILURE(Start(nullptr));
+  if (IsSkipped()) return;
+  // Outside any pool: UCX's own mapping with protection flags, the way UCX documents them.
+  constexpr std::size_t kSize = 64 << 10;
+  std::vector<std::uint8_t> target(kSize, 0);
+  ucp_mem_map_params_t p{};
+  p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                 UCP_MEM_MAP_PARAM_FIELD_PROT;
+  p.address = target.data();
+  p.length = kSize;
+  p.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE;
+  ucp_mem_h memh = nullptr;
+  ASSERT_EQ(ucp_mem_map(context_, &p, &memh), UCS_OK);
+  void* packed = nullptr;
+  std::size_t packed_size = 0;
+  ASSERT_EQ(ucp_rkey_pack(context_, memh, &packed, &packed_size), UCS_OK);
+  ucp_rkey_h rkey = nullptr;
+  ASSERT_EQ(ucp_ep_rkey_unpack(ep_, packed, &rkey), UCS_OK);
+  Block src = local_pool_->Allocate(kSize);
+  std::memset(src.data(), 0x6b, kSize);
+  const UcxRemote remote{
+      .address = reinterpret_cast<std::uintptr_t>(target.data()), .length = kSize, .rkey = rkey};
+  auto put = UcxPut(ep_, src, 0, kSize, remote, 0);
+  ASSERT_TRUE(put.ok()) << put.status();
+  const bool landed = Wait(*put) && Wait(ucp_ep_flush_nbx(ep_, &no_param_)) && target[0] == 0x6b &&
+                      target[kSize - 1] == 0x6b;
+  std::printf("UCX %s: a put into memory mapped with local-only protection %s\n",
+              ucp_get_version_string(), landed ? "landed" : "was refused");
+  EXPECT_TRUE(landed) << "UCX honours ucp_mem_map's protection now: pinpool/ucx.h and "
+                         "docs/engines.md say otherwise";
+  local_pool_->Deallocate(src);
+  ucp_rkey_destroy(rkey);
+  ucp_rkey_buffer_release(packed);
+  ucp_mem_unmap(context_, memh);
 }
 
 }  // namespace
