@@ -200,10 +200,12 @@ std::string RenderText(const Facts& f, const PoolPlan& plan, const std::vector<F
 
   out += "\nTransfer engines (pinpool's optional domains: libpinpool_ucx, libpinpool_fabric)\n";
   for (const EngineInfo& e : f.rdma.engines) {
-    Line(out, 2, e.name,
-         e.present ? absl::StrFormat("%s %s%s", e.library, e.version,
-                                     e.error.empty() ? "" : "; " + e.error)
-                   : e.error);
+    std::string what = e.error;
+    if (e.present) {
+      what = e.library + (e.version.empty() ? "" : " " + e.version) +
+             (e.error.empty() ? "" : "; " + e.error);
+    }
+    Line(out, 2, e.name, what);
     if (!e.transports.empty()) Line(out, 4, "transports", absl::StrJoin(e.transports, ", "));
     if (!e.providers.empty()) Line(out, 4, "providers", absl::StrJoin(e.providers, ", "));
   }
