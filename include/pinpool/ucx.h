@@ -7,24 +7,25 @@
 // then gives its chunk's ucp_mem_h (UcxChunkOf(block).memh), which the helpers below pass with
 // every put and get (UCP_OP_ATTR_FIELD_MEMH).
 //
-// What UCX does with that handle depends on its version. UCX 1.15 and later use it for the local
-// buffer of a put or get. UCX 1.13 and 1.14 accept the field but their RMA ignores it: a put or
-// get large enough for zero-copy looks the local buffer up in the registration cache of each
-// memory domain (e.g. the InfiniBand one), where the chunk's mapping already sits, so it still
-// registers nothing per operation, as long as that cache is on (UCX's default,
-// UCX_IB_REG_METHODS=rcache,...). With UCX_IB_REG_METHODS=direct, UCX 1.13 registers the local
-// buffer of every zero-copy operation. docs/engines.md has the measurements.
+// What UCX does with that handle depends on its version. UCX's put and get use it from 1.15 on
+// (by UCX's sources; UcxDomain::memh_used_for_rma() tells). UCX 1.13 (measured here) accepts the
+// field but its RMA ignores it: a put or get large enough for zero-copy looks its local buffer up
+// in the memory domain's registration cache (the InfiniBand one on RDMA), where the chunk's
+// mapping already sits, so it still registers nothing per operation as long as that cache is on
+// (UCX's default, UCX_IB_REG_METHODS=rcache,...). With UCX_IB_REG_METHODS=direct, UCX 1.13
+// registers the local buffer of every zero-copy operation. docs/engines.md has the measurements.
 //
 // Remote exposure. UCX cannot give a peer one block: a packed rkey covers the whole mapping it
 // was packed from (here: a chunk), for as long as the mapping lives, and UCX has no way to revoke
 // it short of unmapping. So pinpool does not pack rkeys unless asked, and when asked
 // (UcxDomainOptions::trusted_whole_chunk) a block's rkey opens its WHOLE chunk to any peer that
 // holds it, for the pool's lifetime: for trusted peers only, as VerbsAccess::trusted_whole_chunk.
-// Note also that UCX 1.13 ignores ucp_mem_map's protection flags: on an RDMA device every
-// mapping is registered with remote read, write and atomic rights whether an rkey is packed or
-// not; what keeps peers out of a chunk whose rkey was never packed is only that they lack the
-// key. For per-block grants a peer cannot exceed, use the verbs domain and pinpool::RemoteAccess
-// (pinpool/remote_access.h), or libfabric (pinpool/fabric.h) where the provider enforces ranges.
+// Note also that UCX 1.13 ignores ucp_mem_map's protection flags: on an RDMA device a mapping
+// asked for local access only still took a peer's put (measured on soft-RoCE), whether an rkey
+// is packed or not; what keeps peers out of a chunk whose rkey was never packed is only that they
+// lack the key. For per-block grants a peer cannot exceed, use the verbs domain and
+// pinpool::RemoteAccess (pinpool/remote_access.h), or libfabric (pinpool/fabric.h) where the
+// provider enforces ranges.
 //
 // This header includes <ucp/api/ucp.h>; it belongs to the optional library libpinpool_ucx
 // (CMake: find_package(pinpool CONFIG COMPONENTS ucx), target pinpool::ucx; pkg-config:
@@ -116,8 +117,9 @@ class UcxDomain final : public Domain {
   ucp_context_h context() const noexcept { return context_; }
   const UcxDomainOptions& options() const noexcept { return options_; }
   // True when this UCX's put and get use a memory handle passed with UCP_OP_ATTR_FIELD_MEMH
-  // (UCX 1.15 and later); false when they ignore it and find the chunk's registration in UCX's
-  // memory-domain caches instead (1.13, 1.14). Read from ucp_get_version at run time.
+  // (version 1.15 and later, by UCX's sources); false for older ones, whose put and get find the
+  // chunk's registration in UCX's memory-domain caches instead (measured with 1.13). Read from
+  // ucp_get_version at run time.
   bool memh_used_for_rma() const noexcept { return memh_used_for_rma_; }
   // Chunks mapped now and ever through this domain; failed ucp_mem_unmap calls.
   std::uint64_t live_registrations() const noexcept { return live_.load(); }

@@ -1,5 +1,5 @@
 // The libfabric domain and its grants (pinpool/fabric.h) on the host, with real providers and no
-// RDMA device: tcp (as tcp;ofi_rxm reliable datagram endpoints) and shm. Two sides in one
+// RDMA device: tcp (as tcp;ofi_rxm reliable datagram endpoints), shm and sockets. Two sides in one
 // process, each with its own fabric domain, address vector, completion queue and endpoint, as two
 // processes would have; the target's completion queue is read by its own thread (tcp needs the
 // target to progress).
@@ -10,9 +10,9 @@
 // - a grant moves every byte both ways and ends when revoked or when its block is freed (then
 //   the block is reused only after that);
 // - the helpers refuse ranges outside the block or the peer's bytes before posting;
-// - measurements behind the provider table (FabricDomain::range_enforced): tcp refuses a write
-//   past a grant's end and a write through a revoked grant (the target's bytes stay); shm writes
-//   past a grant's end. When a provider changes, these fail and ask for the table to change.
+// - measurements behind the provider table (FabricDomain::range_enforced): tcp and sockets refuse
+//   a write past a grant's end and a write through a revoked grant (the target's bytes stay); shm
+//   writes past a grant's end. When a provider changes, these fail and ask for the table to change.
 // The verbs provider (in the guest) is tested by fabric_rdma_test.cc.
 #include <gtest/gtest.h>
 #include <rdma/fi_cm.h>
@@ -116,10 +116,10 @@ std::size_t FirstWrong(const Block& b, std::size_t seed, std::size_t n) {
   return n;
 }
 
-using FabricTcpTest = FabricTest;
+using FabricEnforcingTest = FabricTest;
 using FabricShmTest = FabricTest;
-INSTANTIATE_TEST_SUITE_P(Providers, FabricTest, ::testing::Values("tcp", "shm"));
-INSTANTIATE_TEST_SUITE_P(Tcp, FabricTcpTest, ::testing::Values("tcp"));
+INSTANTIATE_TEST_SUITE_P(Providers, FabricTest, ::testing::Values("tcp", "shm", "sockets"));
+INSTANTIATE_TEST_SUITE_P(Enforcing, FabricEnforcingTest, ::testing::Values("tcp", "sockets"));
 INSTANTIATE_TEST_SUITE_P(Shm, FabricShmTest, ::testing::Values("shm"));
 
 TEST_P(FabricTest, WrapObeysTheProvidersMode) {
@@ -313,9 +313,10 @@ TEST_P(FabricTest, KeysTheApplicationTookAreSkipped) {
 
 // --- provider measurements (FabricDomain::range_enforced's table) -------------------------------
 
-// tcp drops an access outside a registration (the connection fails afterwards, so each case is
-// the last use of its endpoints): the target's bytes around the grant stay as they were.
-TEST_P(FabricTcpTest, TcpRefusesAWritePastAGrantsEnd) {
+// The providers in kRangeEnforced refuse an access outside a registration: tcp drops it at the
+// target (the connection fails afterwards, so each case is the last use of its endpoints),
+// sockets reports an access error. Either way the target's bytes stay as they were.
+TEST_P(FabricEnforcingTest, RefusesAWritePastAGrantsEnd) {
   ASSERT_NO_FATAL_FAILURE(MakePools());
   EXPECT_TRUE(target_domain_->range_enforced());
   Block target = target_pool_->Allocate(8192);
@@ -333,17 +334,17 @@ TEST_P(FabricTcpTest, TcpRefusesAWritePastAGrantsEnd) {
   lie.length = 8192;  // past the grant: the helper would refuse, the provider must too
   const absl::Status s = FabricWriteSync(pair_->initiator.ep, pair_->initiator.cq, src, 0, 8192,
                                          pair_->initiator.peer, lie, 0, FI_DELIVERY_COMPLETE);
-  std::printf("tcp, write crossing the grant's end: %s\n", s.ToString().c_str());
+  std::printf("%s, write crossing the grant's end: %s\n", GetParam(), s.ToString().c_str());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto* t = static_cast<const std::uint8_t*>(target.data());
   std::size_t written = 0;
   for (std::size_t i = 0; i < 8192; ++i) written += t[i] != 0;
-  EXPECT_EQ(written, 0u) << "tcp wrote " << written
+  EXPECT_EQ(written, 0u) << GetParam() << " wrote " << written
                          << " bytes of an access crossing the grant's end: remove it from "
                             "kRangeEnforced (src/domain/fabric_domain.cc)";
 }
 
-TEST_P(FabricTcpTest, TcpRefusesAWriteThroughARevokedGrant) {
+TEST_P(FabricEnforcingTest, RefusesAWriteThroughARevokedGrant) {
   ASSERT_NO_FATAL_FAILURE(MakePools());
   Block target = target_pool_->Allocate(4096);
   Block src = local_pool_->Allocate(4096);
@@ -358,7 +359,7 @@ TEST_P(FabricTcpTest, TcpRefusesAWriteThroughARevokedGrant) {
   ASSERT_TRUE(access_->Revoke(*g).ok());
   const absl::Status s = FabricWriteSync(pair_->initiator.ep, pair_->initiator.cq, src, 0, 4096,
                                          pair_->initiator.peer, g->remote, 0, FI_DELIVERY_COMPLETE);
-  std::printf("tcp, write through a revoked grant: %s\n", s.ToString().c_str());
+  std::printf("%s, write through a revoked grant: %s\n", GetParam(), s.ToString().c_str());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto* t = static_cast<const std::uint8_t*>(target.data());
   for (std::size_t i = 0; i < 4096; ++i) ASSERT_EQ(t[i], 0) << "a revoked grant wrote byte " << i;
