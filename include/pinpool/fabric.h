@@ -25,11 +25,11 @@
 // before its revocation. Whether a peer is kept inside the range is up to the provider:
 //  - enforced (measured): verbs (by the device), tcp (the target drops the access and the
 //    connection fails), sockets (an access error);
-//  - NOT enforced (measured): shm with cross-memory attach (its default): a peer writes with any
-//    key and past the end of a registration; FabricGrant::range_enforced is false there.
+//  - NOT enforced (measured): shm with cross-memory attach (its default): a write told to cross
+//    the end of a registration lands past it; FabricGrant::range_enforced is false there.
 // Registration caches break grants: libfabric's verbs provider caches registrations by default
 // and hands a range inside a registered chunk the chunk's own registration (same key, and
-// registered with every remote right whatever pinpool asked). FabricDomain detects that on each
+// with remote write access, whatever pinpool asked: measured). FabricDomain detects that on each
 // chunk (shared_registrations()) and FabricAccess then refuses to grant, naming the fix:
 // FI_MR_CACHE_MAX_COUNT=0 (pinpool's chunks need no cache: they are registered once).
 // Chunk-wide keys (FabricDomainOptions::trusted_whole_chunk) remain for trusted peers only.

@@ -15,7 +15,7 @@
 //     - pinpool detects that a range registration comes back as the chunk's own (shared) and
 //       refuses grants, naming the fix;
 //     - and why it must: the cached chunk registration lets a peer with its key write, although
-//       pinpool registered the chunk for local access only (the cache registers every right).
+//       pinpool registered the chunk for local access only.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -262,8 +262,8 @@ TEST_F(CacheTest, SharedRegistrationsAreDetectedAndGrantsRefused) {
       << access.status();
 }
 
-// Why grants must refuse: the verbs provider's cache registers what it caches with every right,
-// so the chunk pinpool registered for local access only is open to a peer holding its key. The
+// Why grants must refuse: what the verbs provider's cache registered takes a peer's write, so the
+// chunk pinpool registered for local access only is open to a peer holding its key. The
 // day this fails, the cache honours access rights (docs/engines.md should then say so).
 TEST_F(CacheTest, TheCachedChunkRegistrationCarriesRemoteRights) {
   Block target = target_pool_->Allocate(4096);
