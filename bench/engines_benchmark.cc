@@ -5,7 +5,9 @@
 //                          Deallocate: the chunk was mapped once by pinpool::UcxDomain
 //   ucx/map_each/SIZE      malloc + fill + ucp_mem_map + put (that memh) + flush + ucp_mem_unmap +
 //                          free, UCX's registration caches off (UCX_RCACHE_ENABLE=n,
-//                          UCX_IB_REG_METHODS=direct): UCX mapping each buffer itself
+//                          UCX_IB_REG_METHODS=direct): UCX mapping each buffer itself (UCX
+//                          1.13 then also registers a zero-copy put's buffer on its own: it
+//                          ignores the memory handle)
 //   ucx/cache_fresh/SIZE   mmap of a fresh buffer + fill + put (no memh) + flush + munmap, UCX's
 //                          defaults: its registration cache meets a buffer it has never seen
 //   ucx/cache_reused/SIZE  the same buffer every time + fill + put + flush, UCX's defaults: the
