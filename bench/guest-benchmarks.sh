@@ -13,6 +13,9 @@
 #   growth_verbs.json        growth_benchmark with the verbs domain
 #   remote_access.json       remote_access_benchmark (grants vs per-buffer registration and
 #                            chunk-wide keys)
+#   engines.json             engines_benchmark (a put through UCX and libfabric from pool
+#                            blocks vs their own ways), when built (libucx-dev, libfabric-dev)
+#   engines_nocache.json     its libfabric part again with FI_MR_CACHE_MAX_COUNT=0
 #   guest.txt                the guest's kernel, CPUs, memory and huge pages obtained
 # Nothing here needs cleaning up: the guest is thrown away when this exits.
 set -euo pipefail
@@ -95,4 +98,17 @@ PINPOOL_BENCH_GROWTH_MIB=$growth_mib "$bench/growth_benchmark" "${common[@]}" \
   --benchmark_min_time=$min_time \
   --benchmark_out="$out/growth_verbs.json" --benchmark_out_format=json > /dev/null
 echo "growth_mib=$growth_mib" >> "$out/guest.txt"
+
+# UCX and libfabric domains (issue 15): puts from pool blocks vs the engines' own ways. rxe needs
+# UCX_IB_GID_INDEX=0 and, for verbs;ofi_rxm, FI_UNIVERSE_SIZE=64; libfabric reads its cache setting
+# once per process, hence a second run for the uncached registrations.
+if [ -x "$bench/engines_benchmark" ]; then
+  echo "guest: engines_benchmark" >&2
+  UCX_IB_GID_INDEX=0 FI_UNIVERSE_SIZE=64 "$bench/engines_benchmark" "${common[@]}" \
+    --benchmark_min_time=$min_time \
+    --benchmark_out="$out/engines.json" --benchmark_out_format=json > /dev/null
+  UCX_IB_GID_INDEX=0 FI_UNIVERSE_SIZE=64 FI_MR_CACHE_MAX_COUNT=0 "$bench/engines_benchmark" \
+    "${common[@]}" --benchmark_min_time=$min_time \
+    --benchmark_out="$out/engines_nocache.json" --benchmark_out_format=json > /dev/null
+fi
 echo "guest: done" >&2

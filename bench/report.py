@@ -631,6 +631,77 @@ class Page:
                              f"worst {worst[0]:.2f}x at {fmt_size(worst[1])} (limit {worst[2]})" if worst else "n/a",
                              ok_loop if n else None))
 
+    # --- 7. UCX and libfabric domains ---------------------------------------------------------------
+    def engines(self):
+        """A put through UCX and through libfabric from a pool block vs the engines' own ways of
+        getting a buffer ready (bench/engines_benchmark.cc; guest files engines.json and
+        engines_nocache.json). Self-contained: tables of medians and ratios, no figure."""
+        self.w("## 7. Through UCX and libfabric: a put from a pool block (soft-RoCE, in the guest)")
+        self.w()
+        r = Results(os.path.join(self.out, "guest", "engines.json"))
+        nc = Results(os.path.join(self.out, "guest", "engines_nocache.json"))
+        if not r.present:
+            self.w("Not measured in this run (no guest, or no engines_benchmark: it needs libucx-dev "
+                   "and libfabric-dev).")
+            self.w()
+            return
+        ctx = r.context
+        self.w("Time to get a buffer ready, fill it and have its bytes at the target (one put from one "
+               "worker or endpoint to another over rxe0, completed at the target before the next), "
+               "medians, `bench/engines_benchmark.cc`. UCX (`UCX_TLS=rc`, rc_verbs): `pool` = pinpool "
+               "`Allocate` + `UcxPut` passing the chunk's memory handle + flush + `Deallocate` (the chunk "
+               "was mapped once by `pinpool::UcxDomain`); `map_each` = malloc + `ucp_mem_map` + put + "
+               "flush + `ucp_mem_unmap` + free with UCX's registration caches off; `cache_fresh` = a "
+               "freshly mmapped buffer put without a memory handle, UCX's caches on (its default), then "
+               "munmap; `cache_reused` = the same buffer every time (the cache's best case, for "
+               "reference). libfabric (`verbs;ofi_rxm`): `pool` = `Allocate` + `fi_writemsg` with the "
+               "chunk's descriptor + completion + `Deallocate`; `reg_each` = a fresh buffer + `fi_mr_reg` "
+               "+ write + completion + `fi_close` + munmap, with the verbs provider's registration cache "
+               "off (`FI_MR_CACHE_MAX_COUNT=0`, a second process) and on. Every variant fills the buffer. "
+               "Ratios are the alternative's time over the pool's: above 1, the pool is faster. Under "
+               "TCG the data copy in the emulated device dominates large puts; on a real NIC "
+               "registration costs the same kernel work while the transfer itself gets much cheaper.")
+        self.w()
+        self.w(f"UCX: {ctx.get('ucx', '?')} · libfabric: {ctx.get('libfabric', '?')} "
+               f"(domain `{ctx.get('libfabric_domain', '?')}`)")
+        self.w()
+
+        def t(res, name):
+            return res.median_ns(name)
+
+        sizes = sorted({int(n.split("/")[2]) for n in r.runs if n.startswith("ucx/pool/")} |
+                       {int(n.split("/")[2]) for n in r.runs if n.startswith("fabric/pool/")})
+
+        def ratio(a, b):
+            return fmt_ratio(a / b) if a and b else "n/a"
+
+        ucx = ["pool", "map_each", "cache_fresh", "cache_reused"]
+        self.w("**UCX** (time per put)")
+        self.w()
+        self.w("| size | " + " | ".join(ucx) + " | map_each / pool | cache_fresh / pool | cache_reused / pool |")
+        self.w("|---|" + "---|" * (len(ucx) + 3))
+        for size in sizes:
+            v = {m: t(r, f"ucx/{m}/{size}") for m in ucx}
+            self.w(f"| {fmt_size(size)} | " + " | ".join(fmt_ns(v[m]) for m in ucx)
+                   + f" | {ratio(v['map_each'], v['pool'])} | {ratio(v['cache_fresh'], v['pool'])}"
+                   f" | {ratio(v['cache_reused'], v['pool'])} |")
+        self.w()
+        self.w("**libfabric** (time per write)")
+        self.w()
+        self.w("| size | pool | reg_each, cache off | reg_each, cache on | cache off / pool | cache on / pool |")
+        self.w("|---|---|---|---|---|---|")
+        for size in sizes:
+            p = t(r, f"fabric/pool/{size}")
+            off = t(nc, f"fabric/reg_each_nocache/{size}")
+            on = t(r, f"fabric/reg_each_cache/{size}")
+            self.w(f"| {fmt_size(size)} | {fmt_ns(p)} | {fmt_ns(off)} | {fmt_ns(on)} | {ratio(off, p)} | {ratio(on, p)} |")
+        self.w()
+        errors = dict(r.errors, **nc.errors)
+        if errors:
+            self.w("Benchmarks that reported an error: " +
+                   "; ".join(f"`{k}`: {v}" for k, v in sorted(errors.items())))
+            self.w()
+
     # --- the page -----------------------------------------------------------------------------------
     def write(self):
         body_start = len(self.lines)
@@ -640,6 +711,7 @@ class Page:
         self.overhead()
         self.wire()
         self.remote_access()
+        self.engines()
         body = self.lines[body_start:]
         self.lines = self.lines[:body_start]
         m = self.machine

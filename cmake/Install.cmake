@@ -7,6 +7,9 @@
 #   ${LIBDIR}/libpinpool.so, ${INCLUDEDIR}/pinpool/*.h (with the generated version.h),
 #   ${LIBDIR}/cmake/pinpool/*.cmake, ${LIBDIR}/pkgconfig/pinpool.pc   component pinpool_Development
 #   ${BINDIR}/pinpool-info (when PINPOOL_BUILD_TOOLS)                  component pinpool_Tools
+#   libpinpool_ucx / libpinpool_fabric with their header, CMake component and .pc file, when
+#   built (cmake/InstallEngines.cmake)                                  components pinpool_Ucx,
+#                                                                       pinpool_Fabric
 #
 # The private, renamed jemalloc archive is linked into libpinpool.so and hidden there: it is not
 # installed and is no dependency of consumers. Abseil is (absl::status/statusor appear in public
@@ -37,7 +40,9 @@ install(TARGETS pinpool
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/pinpool"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
   COMPONENT pinpool_Development
-  FILES_MATCHING PATTERN "*.h")
+  FILES_MATCHING PATTERN "*.h"
+  # The optional engines' headers go with their libraries (cmake/InstallEngines.cmake).
+  PATTERN "ucx.h" EXCLUDE PATTERN "fabric.h" EXCLUDE)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/include/pinpool/version.h"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/pinpool"
   COMPONENT pinpool_Development)
@@ -114,3 +119,6 @@ install(CODE "
   get_filename_component(pinpool_pc_dir \"\${pinpool_pc}\" DIRECTORY)
   file(REMOVE_RECURSE \"\${pinpool_pc_dir}\")
 " COMPONENT pinpool_Development)
+
+# --- optional engine libraries: libpinpool_ucx, libpinpool_fabric ------------------------------
+include("${CMAKE_CURRENT_LIST_DIR}/InstallEngines.cmake")

@@ -39,6 +39,7 @@ namespace internal {
 class Arena;
 class GrantRegistry;
 class Heap;
+struct PoolInternals;
 }  // namespace internal
 
 class RemoteAccess;
@@ -110,6 +111,8 @@ class Pool {
 
  private:
   friend class RemoteAccess;  // grants keep their bookkeeping in grants_
+  // The same for grants made by the optional engine libraries (libpinpool_fabric).
+  friend struct internal::PoolInternals;
 
   Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Heap> heap);
   Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;

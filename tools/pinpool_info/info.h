@@ -126,12 +126,28 @@ struct DeviceInfo {
   std::vector<PortInfo> ports;
 };
 
+// A transfer engine pinpool has an optional domain for (UCX: libpinpool_ucx; libfabric:
+// libpinpool_fabric), as this machine's installed library reports itself. Probed by loading the
+// library at run time (probe_engines.cc), so that pinpool-info itself never needs either.
+struct EngineInfo {
+  std::string name;      // "ucx", "libfabric"
+  std::string library;   // the shared library looked for ("libucp.so.0", "libfabric.so.1")
+  bool present = false;  // it could be loaded
+  std::string version;
+  std::string error;  // why it is absent or could not be asked (empty otherwise)
+  // UCX: transports with their devices ("rc_verbs/rxe0:1", "tcp/eth0", "posix/memory").
+  std::vector<std::string> transports;
+  // libfabric: providers with what they offer ("verbs;ofi_rxm: rdm rma", "tcp: msg rma").
+  std::vector<std::string> providers;
+};
+
 struct RdmaFacts {
   std::optional<int> list_errno;  // ibv_get_device_list failed with this errno
   std::vector<DeviceInfo> devices;
   // Kernel modules of the RDMA stack: "loaded", "builtin", "available" (not loaded), "absent".
   std::map<std::string, std::string> modules;
   std::vector<std::string> netdevs;  // network interfaces other than lo, UP ones first
+  std::vector<EngineInfo> engines;   // UCX and libfabric (ProbeEngines)
 };
 
 struct HugePagePool {
@@ -205,6 +221,7 @@ MemoryFacts ProbeMemory();
 MemlockFacts ProbeMemlock();
 IoUringFacts ProbeIoUring();
 LongTermPinFacts ProbeLongTermPin();
+std::vector<EngineInfo> ProbeEngines();  // part of ProbeRdma
 Facts ProbeAll();
 
 // --- what each domain does to the pages -------------------------------------------------------

@@ -349,6 +349,7 @@ RdmaFacts ProbeRdma() {
     facts.modules[name] = ModuleState(name, proc_modules, builtin, dep);
   }
   facts.netdevs = NetDevices();
+  facts.engines = ProbeEngines();
   return facts;
 }
 

@@ -209,6 +209,19 @@ std::string RenderJson(const Facts& f, const PoolPlan& plan, const std::vector<F
   Strings(json, "netdevs", f.rdma.netdevs);
   json.Key("devices").BeginArray();
   for (const DeviceInfo& d : f.rdma.devices) WriteDevice(json, d);
+  json.EndArray();
+  json.Key("engines").BeginArray();
+  for (const EngineInfo& e : f.rdma.engines) {
+    json.BeginObject()
+        .Field("name", e.name)
+        .Field("library", e.library)
+        .Field("present", e.present)
+        .Field("version", e.present ? std::optional<std::string>(e.version) : std::nullopt)
+        .Field("error", e.error.empty() ? std::nullopt : std::optional<std::string>(e.error));
+    Strings(json, "transports", e.transports);
+    Strings(json, "providers", e.providers);
+    json.EndObject();
+  }
   json.EndArray().EndObject();
 
   json.Key("hugepages").BeginObject().Key("pools").BeginArray();

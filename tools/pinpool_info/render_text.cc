@@ -198,6 +198,18 @@ std::string RenderText(const Facts& f, const PoolPlan& plan, const std::vector<F
   }
   Line(out, 2, "kernel modules", absl::StrJoin(modules, ", "));
 
+  out += "\nTransfer engines (pinpool's optional domains: libpinpool_ucx, libpinpool_fabric)\n";
+  for (const EngineInfo& e : f.rdma.engines) {
+    std::string what = e.error;
+    if (e.present) {
+      what = e.library + (e.version.empty() ? "" : " " + e.version) +
+             (e.error.empty() ? "" : "; " + e.error);
+    }
+    Line(out, 2, e.name, what);
+    if (!e.transports.empty()) Line(out, 4, "transports", absl::StrJoin(e.transports, ", "));
+    if (!e.providers.empty()) Line(out, 4, "providers", absl::StrJoin(e.providers, ", "));
+  }
+
   out += "\nHuge pages\n";
   if (f.memory.hugepages.empty()) Line(out, 2, "hugetlb", "none (no /sys/kernel/mm/hugepages)");
   for (const HugePagePool& p : f.memory.hugepages) {

@@ -1,0 +1,158 @@
+// The UCX domain (pinpool/ucx.h): maps each chunk once with ucp_mem_map on the application's
+// context, at the chunk's own address, and (only for trusted peers) packs its rkey once.
+//
+// Owns: one UcxChunk per mapped chunk (allocated by Register, freed by Deregister) and the
+// packed rkey buffer inside it (UCX's allocation, released with ucp_rkey_buffer_release). The
+// context is the application's.
+//
+// Part of libpinpool_ucx, not of the core library: it uses only the public Domain interface and
+// the core's internal helpers (memlock wording, byte formatting) at the same version.
+//
+// Thread safety: Register and Deregister touch immutable fields, UCX calls that lock the context
+// themselves (ucp_mem_map, ucp_rkey_pack, ucp_mem_unmap) and atomic counters.
+#include <cerrno>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "domain/memlock.h"
+#include "pinpool/ucx.h"
+#include "util/bytes.h"
+
+namespace pinpool {
+namespace {
+
+std::atomic<unsigned> next_domain_number{0};
+
+bool UcxHonoursMemhForRma() {
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  return major > 1 || (major == 1 && minor >= 15);
+}
+
+}  // namespace
+
+absl::Status UcxError(ucs_status_t status, const std::string& what) {
+  const std::string text = absl::StrFormat("%s: %s", what, ucs_status_string(status));
+  switch (status) {
+    case UCS_OK:
+      return absl::OkStatus();
+    case UCS_ERR_NO_MEMORY:
+    case UCS_ERR_NO_RESOURCE:
+    case UCS_ERR_EXCEEDS_LIMIT:
+      return absl::ResourceExhaustedError(text);
+    case UCS_ERR_INVALID_PARAM:
+    case UCS_ERR_INVALID_ADDR:
+      return absl::InvalidArgumentError(text);
+    case UCS_ERR_UNSUPPORTED:
+    case UCS_ERR_NOT_IMPLEMENTED:
+      return absl::UnimplementedError(text);
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_NO_DEVICE:
+    case UCS_ERR_NOT_CONNECTED:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_TIMED_OUT:
+    case UCS_ERR_REJECTED:
+      return absl::UnavailableError(text);
+    case UCS_ERR_OUT_OF_RANGE:
+      return absl::OutOfRangeError(text);
+    case UCS_ERR_CANCELED:
+      return absl::CancelledError(text);
+    default:
+      break;
+  }
+  return absl::InternalError(text);
+}
+
+UcxDomain::UcxDomain(ucp_context_h context, const UcxDomainOptions& options)
+    : context_(context),
+      options_(options),
+      name_(absl::StrFormat("ucx%d", next_domain_number.fetch_add(1))),
+      memh_used_for_rma_(UcxHonoursMemhForRma()) {}
+
+UcxDomain::~UcxDomain() = default;
+
+absl::StatusOr<std::shared_ptr<UcxDomain>> UcxDomain::Wrap(ucp_context_h context,
+                                                           const UcxDomainOptions& options) {
+  if (context == nullptr) return absl::InvalidArgumentError("UcxDomain::Wrap: null ucp_context");
+  return std::shared_ptr<UcxDomain>(new UcxDomain(context, options));
+}
+
+absl::StatusOr<Keys> UcxDomain::Register(void* base, std::size_t length) {
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  params.address = base;
+  params.length = length;
+  ucp_mem_h memh = nullptr;
+  if (const ucs_status_t s = ucp_mem_map(context_, &params, &memh); s != UCS_OK) {
+    // UCX reports a refused pin (RLIMIT_MEMLOCK) as "Out of memory", as libibverbs does ENOMEM.
+    if (s == UCS_ERR_NO_MEMORY && options_.pinning == Pinning::kLongTerm) {
+      return internal::MemlockRefused("ucp_mem_map", ENOMEM, length);
+    }
+    return UcxError(s, absl::StrFormat("ucp_mem_map of a %s chunk with %s",
+                                       internal::FormatBytes(length), name_));
+  }
+  auto chunk = std::make_unique<UcxChunk>();
+  chunk->memh = memh;
+  chunk->base = reinterpret_cast<std::uintptr_t>(base);
+  chunk->length = length;
+  if (options_.trusted_whole_chunk) {
+    void* packed = nullptr;
+    std::size_t size = 0;
+    if (const ucs_status_t s = ucp_rkey_pack(context_, memh, &packed, &size); s != UCS_OK) {
+      ucp_mem_unmap(context_, memh);
+      return UcxError(s, absl::StrFormat("ucp_rkey_pack of a chunk mapped with %s", name_));
+    }
+    chunk->packed_rkey = static_cast<const std::byte*>(packed);
+    chunk->packed_rkey_size = size;
+  }
+  Keys keys;
+  keys.base = chunk->base;
+  keys.length = length;
+  keys.handle = chunk.release();
+  live_.fetch_add(1, std::memory_order_relaxed);
+  total_.fetch_add(1, std::memory_order_relaxed);
+  return keys;
+}
+
+void UcxDomain::Deregister(const Keys& keys) noexcept {
+  std::unique_ptr<UcxChunk> chunk(static_cast<UcxChunk*>(keys.handle));
+  if (chunk == nullptr || chunk->magic != UcxChunk::kMagic) {
+    std::fprintf(stderr, "pinpool: %s: Deregister of keys that are not a UCX mapping\n",
+                 name_.c_str());
+    chunk.release();
+    failed_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (chunk->packed_rkey != nullptr) {
+    ucp_rkey_buffer_release(const_cast<std::byte*>(chunk->packed_rkey));
+  }
+  if (const ucs_status_t s = ucp_mem_unmap(context_, chunk->memh); s != UCS_OK) {
+    std::fprintf(stderr, "pinpool: %s: ucp_mem_unmap of the %s chunk at %#lx failed: %s\n",
+                 name_.c_str(), internal::FormatBytes(chunk->length).c_str(), chunk->base,
+                 ucs_status_string(s));
+    failed_.fetch_add(1, std::memory_order_relaxed);
+  }
+  chunk->magic = 0;
+  live_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+absl::StatusOr<UcxPeerBlock> ToUcxPeerBlock(const Block& block, std::size_t domain) {
+  if (!block) return absl::InvalidArgumentError("ToUcxPeerBlock: empty Block");
+  if (domain >= block.domain_count()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ToUcxPeerBlock: the block's pool has no domain number %d", domain));
+  }
+  const UcxChunk& chunk = UcxChunkOf(block, domain);
+  if (chunk.packed_rkey == nullptr) {
+    return absl::FailedPreconditionError(
+        "ToUcxPeerBlock: the UCX domain was not created with trusted_whole_chunk, so no rkey was "
+        "packed: UCX rkeys open a whole chunk, not one block (pinpool/ucx.h)");
+  }
+  return UcxPeerBlock{.address = reinterpret_cast<std::uintptr_t>(block.data()),
+                      .length = block.size(),
+                      .packed_rkey = chunk.rkey()};
+}
+
+}  // namespace pinpool

@@ -1,0 +1,260 @@
+// FabricAccess (pinpool/fabric.h): per-block grants on a libfabric domain. A grant is a
+// registration of exactly the granted range with its own key; revoking it closes that
+// registration (synchronously). The pool's GrantRegistry holds a freed block until every grant
+// that reaches it is closed, exactly as for the verbs domain's range regions.
+//
+// Owns: the grant registrations (fid_mr) it made, until revoked. A registration the provider
+// refuses to close stays recorded as live, and its block stays held for good: never unsafe.
+//
+// Part of libpinpool_fabric (layer pool: it uses the pool's grant bookkeeping through
+// internal::PoolInternals). Thread safety: every method takes the pool's grant mutex; blocks a
+// revocation releases are freed after it is dropped.
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "pinpool/fabric.h"
+#include "pool/pool_internals.h"
+#include "util/bytes.h"
+
+namespace pinpool {
+
+using internal::GrantRegistry;
+using internal::MutexLock;
+
+class FabricAccess::Impl final : public internal::GrantHolder {
+ public:
+  Impl(Pool* pool, std::shared_ptr<FabricDomain> domain, std::size_t domain_index, fid_ep* endpoint)
+      : pool_(pool),
+        registry_(&internal::PoolInternals::Grants(*pool)),
+        domain_(std::move(domain)),
+        domain_index_(domain_index),
+        endpoint_(endpoint) {
+    MutexLock lock(&registry_->mu());
+    registry_->AddHolderLocked();
+  }
+
+  ~Impl() {
+    RevokeAllNow();
+    MutexLock lock(&registry_->mu());
+    registry_->RemoveHolderLocked();
+  }
+
+  absl::StatusOr<FabricGrant> Grant(const Block& block, std::size_t offset, std::size_t length,
+                                    RemoteRights rights);
+  absl::Status Revoke(std::uint64_t id);
+  bool Ended(std::uint64_t id) const;
+  void RevokeAllNow();
+  std::size_t live() const {
+    MutexLock lock(&registry_->mu());
+    return grants_.size();
+  }
+  bool range_enforced() const noexcept { return domain_->range_enforced(); }
+
+  void RevokeForFreeLocked(std::uint64_t id) override {
+    auto it = grants_.find(id);
+    if (it != grants_.end()) CloseLocked(it).IgnoreError();  // failed: held for good
+  }
+
+ private:
+  struct Record {
+    void* block = nullptr;
+    fid_mr* mr = nullptr;
+  };
+  using Iterator = std::unordered_map<std::uint64_t, Record>::iterator;
+
+  // Closes a grant's registration and ends it; the record stays (live) if the provider refuses.
+  absl::Status CloseLocked(Iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(registry_->mu()) {
+    if (const int r = fi_close(&it->second.mr->fid); r != 0) {
+      return FabricError(r, absl::StrFormat("FabricAccess::Revoke: closing grant %d's "
+                                            "registration (its block stays held for good)",
+                                            it->first));
+    }
+    GrantStats& c = registry_->countersLocked();
+    --c.live;
+    ++c.region_deregistrations;
+    registry_->EndLocked(it->second.block, this, it->first);
+    grants_.erase(it);
+    return absl::OkStatus();
+  }
+
+  void FreeReleased(std::vector<GrantRegistry::Released> released) {
+    for (const auto& r : released) {
+      if (r.size == 0) {
+        pool_->Deallocate(r.block);
+      } else {
+        pool_->Deallocate(r.block, r.size);
+      }
+    }
+  }
+
+  Pool* const pool_;
+  GrantRegistry* const registry_;
+  const std::shared_ptr<FabricDomain> domain_;
+  const std::size_t domain_index_;
+  fid_ep* const endpoint_;
+  // Guarded by registry_->mu().
+  std::unordered_map<std::uint64_t, Record> grants_;  // live grants
+  std::uint64_t next_id_ = 1;
+  bool closed_ = false;
+};
+
+absl::StatusOr<FabricGrant> FabricAccess::Impl::Grant(const Block& block, std::size_t offset,
+                                                      std::size_t length, RemoteRights rights) {
+  if (!rights.any()) {
+    return absl::InvalidArgumentError("FabricAccess::Grant: no rights asked for (RemoteRights)");
+  }
+  if (!block) return absl::InvalidArgumentError("FabricAccess::Grant: empty Block");
+  if (length == 0 || offset > block.size() || length > block.size() - offset) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("FabricAccess::Grant: range [%d, %d) is empty or outside the %d-byte block",
+                        offset, offset + length, block.size()));
+  }
+  const std::optional<Location> where = pool_->Lookup(block.data());
+  if (!where || where->domain_count() <= domain_index_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "FabricAccess::Grant: block %p is not memory of this access's pool", block.data()));
+  }
+  pool_->UsableSize(block.data());  // a live block of this pool, or an abort naming the misuse
+  const FabricChunk& chunk = FabricChunkOf(*where, domain_index_);
+  const auto address = reinterpret_cast<std::uintptr_t>(block.data()) + offset;
+  std::uint64_t access = 0;
+  if (rights.read || rights.atomic) access |= FI_REMOTE_READ;
+  if (rights.write || rights.atomic) access |= FI_REMOTE_WRITE;
+
+  std::vector<GrantRegistry::Released> released;
+  FabricGrant grant;
+  {
+    MutexLock lock(&registry_->mu());
+    if (closed_) {
+      return absl::FailedPreconditionError(
+          "FabricAccess::Grant: every grant was revoked (RevokeAllNow); create a new "
+          "FabricAccess");
+    }
+    if (registry_->HeldLocked(block.data())) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "FabricAccess::Grant: block %p was freed (it is held until its grants are revoked)",
+          block.data()));
+    }
+    absl::StatusOr<fid_mr*> mr =
+        domain_->RegisterRange(reinterpret_cast<void*>(address), length, access, endpoint_);
+    if (!mr.ok()) {
+      return absl::Status(mr.status().code(),
+                          absl::StrCat("FabricAccess::Grant: ", mr.status().message()));
+    }
+    const std::uint64_t key = fi_mr_key(*mr);
+    if (domain_->provider_keys() && key == chunk.key) {
+      // A registration cache handed back the chunk's registration: the key would open the
+      // whole chunk, with whatever rights the cache registered it with.
+      fi_close(&(*mr)->fid);
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "FabricAccess::Grant: %s returned the chunk's own registration (key %#x) for a range "
+          "inside it: its registration cache is on, so a grant cannot be confined to a range. "
+          "Set FI_MR_CACHE_MAX_COUNT=0 before the domain is opened (pinpool's chunks are "
+          "registered once and need no cache)",
+          domain_->name(), key));
+    }
+    const std::uint64_t id = next_id_++;
+    grants_[id] = Record{.block = block.data(), .mr = *mr};
+    GrantStats& c = registry_->countersLocked();
+    ++c.grants;
+    ++c.live;
+    ++c.region_registrations;
+    registry_->AddLocked(block.data(), block.size(), this, id);
+    released = registry_->TakeReleasedLocked();
+    grant = FabricGrant{.id = id,
+                        .remote = {.address = domain_->virtual_addressing() ? address : 0,
+                                   .key = key,
+                                   .length = length},
+                        .range_enforced = domain_->range_enforced()};
+  }
+  FreeReleased(std::move(released));
+  return grant;
+}
+
+absl::Status FabricAccess::Impl::Revoke(std::uint64_t id) {
+  std::vector<GrantRegistry::Released> released;
+  absl::Status status;
+  {
+    MutexLock lock(&registry_->mu());
+    auto it = grants_.find(id);
+    if (it == grants_.end()) {
+      if (id != 0 && id < next_id_) return absl::OkStatus();  // ended already
+      return absl::NotFoundError(
+          absl::StrFormat("FabricAccess::Revoke: grant %d was never issued here", id));
+    }
+    status = CloseLocked(it);
+    released = registry_->TakeReleasedLocked();
+  }
+  FreeReleased(std::move(released));
+  return status;
+}
+
+bool FabricAccess::Impl::Ended(std::uint64_t id) const {
+  MutexLock lock(&registry_->mu());
+  return id != 0 && id < next_id_ && grants_.find(id) == grants_.end();
+}
+
+void FabricAccess::Impl::RevokeAllNow() {
+  std::vector<GrantRegistry::Released> released;
+  {
+    MutexLock lock(&registry_->mu());
+    closed_ = true;
+    for (auto it = grants_.begin(); it != grants_.end();) {
+      auto next = std::next(it);
+      CloseLocked(it).IgnoreError();  // a refused close keeps its block held
+      it = next;
+    }
+    released = registry_->TakeReleasedLocked();
+  }
+  FreeReleased(std::move(released));
+}
+
+// --- FabricAccess ----------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<FabricAccess>> FabricAccess::Create(Pool& pool, std::size_t domain,
+                                                                   fid_ep* endpoint) {
+  const auto& domains = pool.options().domains;
+  std::shared_ptr<FabricDomain> fabric =
+      domain < domains.size() ? std::dynamic_pointer_cast<FabricDomain>(domains[domain]) : nullptr;
+  if (fabric == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "FabricAccess::Create: domain number %d of the pool is not a FabricDomain", domain));
+  }
+  if ((fabric->mr_mode() & FI_MR_ENDPOINT) != 0 && endpoint == nullptr &&
+      fabric->options().endpoint == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "FabricAccess::Create: %s binds registrations to an endpoint (FI_MR_ENDPOINT): pass the "
+        "endpoint the grants are for",
+        fabric->name()));
+  }
+  if (fabric->shared_registrations()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "FabricAccess::Create: %s shares registrations (its registration cache returned a "
+        "chunk's registration for a range inside it), so a grant could not be confined to its "
+        "range. Set FI_MR_CACHE_MAX_COUNT=0 before the domain is opened (pinpool's chunks are "
+        "registered once and need no cache)",
+        fabric->name()));
+  }
+  return std::unique_ptr<FabricAccess>(
+      new FabricAccess(std::make_unique<Impl>(&pool, std::move(fabric), domain, endpoint)));
+}
+
+FabricAccess::FabricAccess(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FabricAccess::~FabricAccess() = default;
+
+absl::StatusOr<FabricGrant> FabricAccess::Grant(const Block& block, RemoteRights rights) {
+  return impl_->Grant(block, 0, block.size(), rights);
+}
+absl::StatusOr<FabricGrant> FabricAccess::Grant(const Block& block, std::size_t offset,
+                                                std::size_t length, RemoteRights rights) {
+  return impl_->Grant(block, offset, length, rights);
+}
+absl::Status FabricAccess::Revoke(const FabricGrant& grant) { return impl_->Revoke(grant.id); }
+bool FabricAccess::Ended(const FabricGrant& grant) const { return impl_->Ended(grant.id); }
+void FabricAccess::RevokeAllNow() { impl_->RevokeAllNow(); }
+std::size_t FabricAccess::live_grants() const { return impl_->live(); }
+bool FabricAccess::range_enforced() const noexcept { return impl_->range_enforced(); }
+
+}  // namespace pinpool
