@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "pinpool/domain.h"
+#include "pinpool/export.h"
 
 struct io_uring;  // liburing's ring
 
@@ -39,7 +40,7 @@ struct IoUringDomainOptions {
   bool register_table = true;
 };
 
-class IoUringDomain : public Domain {
+class PINPOOL_EXPORT IoUringDomain : public Domain {
  public:
   // A ring created and owned by the domain, with `entries` submission entries. Errors when io_uring
   // cannot be used here name the cause and the fix: kFailedPrecondition (kernel.io_uring_disabled,

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pinpool/block.h"
+#include "pinpool/export.h"
 #include "pinpool/options.h"
 #include "pinpool/stats.h"
 
@@ -43,7 +44,7 @@ class Heap;
 
 class RemoteAccess;
 
-class Pool {
+class PINPOOL_EXPORT Pool {
  public:
   // Validates the options, reserves the address range and maps `initial_size`. Errors:
   // kInvalidArgument (bad option), kResourceExhausted (budget, RLIMIT_MEMLOCK, address space),
@@ -111,11 +112,12 @@ class Pool {
  private:
   friend class RemoteAccess;  // grants keep their bookkeeping in grants_
 
-  Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Heap> heap);
-  Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;
-  void DeallocateSlow(void* data, std::size_t size) noexcept;
+  PINPOOL_NO_EXPORT Pool(std::unique_ptr<internal::Arena> arena,
+                         std::unique_ptr<internal::Heap> heap);
+  PINPOOL_NO_EXPORT Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;
+  PINPOOL_NO_EXPORT void DeallocateSlow(void* data, std::size_t size) noexcept;
   // Aborts, naming `what`, if the pool has been destroyed (and its memory not yet reused).
-  void CheckAlive(const char* what) const noexcept;
+  PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
 
   static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
   static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "pinpool/export.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
@@ -58,7 +59,7 @@ struct GrantStats {
   std::uint64_t window_growth_allocations = 0;  // of which on the grant path (a pool ran short)
 };
 
-struct PoolStats {
+struct PINPOOL_EXPORT PoolStats {
   std::size_t reserved_bytes = 0;  // virtual address range set aside (no memory behind it)
   std::size_t mapped_bytes = 0;    // chunks mapped
   // Chunks long-term pinned by at least one domain (Pinning::kLongTerm): physical addresses

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "pinpool/keys.h"
+#include "pinpool/page_size.h"
 
 namespace pinpool::internal::os {
 

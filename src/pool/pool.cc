@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "arena/arena.h"
-#include "domain/verbs_windows.h"
+#include "domain/verbs/windows.h"
 #include "heap/heap.h"
 #include "pinpool/verbs.h"
 #include "pool/grant_registry.h"

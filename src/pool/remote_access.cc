@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "domain/verbs_device.h"
-#include "domain/verbs_windows.h"
+#include "domain/verbs/device.h"
+#include "domain/verbs/windows.h"
 #include "pool/grant_registry.h"
 #include "util/bytes.h"
 #include "util/check.h"
@@ -27,18 +27,6 @@ namespace pinpool {
 using internal::GrantRegistry;
 using internal::MutexLock;
 using internal::WindowPool;
-
-const char* GrantMechanismName(GrantMechanism m) noexcept {
-  switch (m) {
-    case GrantMechanism::kAuto:
-      return "auto";
-    case GrantMechanism::kWindow:
-      return "window";
-    case GrantMechanism::kRegion:
-      return "region";
-  }
-  return "unknown";
-}
 
 class RemoteAccess::Impl final : public internal::GrantHolder {
  public:

@@ -14,9 +14,9 @@
 #include <optional>
 #include <string>
 
-#include "domain/verbs_access.h"
-#include "domain/verbs_errors.h"
-#include "domain/verbs_windows.h"
+#include "domain/verbs/access.h"
+#include "domain/verbs/errors.h"
+#include "domain/verbs/windows.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 #include "support/counting_domain.h"
