@@ -38,11 +38,10 @@ class FakeHolder final : public GrantHolder {
 class GrantRegistryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    PoolOptions o;
-    o.chunk_size = 2 * kMiB;
-    o.budget = 8 * kMiB;
-    o.domains = {std::make_shared<pinpool::testing::CountingDomain>()};
-    arena_ = Arena::Create(std::move(o)).value();
+    arena_ = Arena::Create({.chunk_size = 2 * kMiB,
+                            .max_chunks = 4,
+                            .domains = {std::make_shared<pinpool::testing::CountingDomain>()}})
+                 .value();
     ASSERT_TRUE(arena_->Reserve(4 * kMiB).ok());
     registry_ = std::make_unique<GrantRegistry>(arena_.get());
     base_ = reinterpret_cast<char*>(arena_->range_base());

@@ -46,7 +46,7 @@ class PINPOOL_EXPORT Domain {
 // buffer of an io_uring table private to the domain (a new ring's table when one is full). The
 // pages count in VmPin and against RLIMIT_MEMLOCK, which io_uring applies per user, across all of
 // the user's processes. Kind kHost (no keys), name "long-term pin".
-// Errors (never a fallback to something weaker): kFailedPrecondition when io_uring is forbidden
+// Errors (never a fallback to something weaker): kPermissionDenied when io_uring is forbidden
 // here (kernel.io_uring_disabled, a seccomp filter), kUnimplemented when the kernel cannot (no
 // io_uring, or older than 5.19); each message names the cause, the fix, and the alternatives.
 PINPOOL_EXPORT absl::StatusOr<std::shared_ptr<Domain>> MakeLongTermPinDomain();

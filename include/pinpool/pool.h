@@ -48,9 +48,10 @@ class PINPOOL_EXPORT Pool {
  public:
   // Validates the options, reserves the address range and maps `initial_size`. Errors:
   // kInvalidArgument (bad option), kResourceExhausted (budget, RLIMIT_MEMLOCK, address space),
-  // kUnavailable (required huge pages missing), or what a domain returned. With no domain named,
-  // kFailedPrecondition or kUnimplemented when long-term pinning is impossible here (io_uring
-  // disabled or blocked, an old kernel): the message names the cause and the alternatives.
+  // kFailedPrecondition (required huge pages missing: fix the system, then retry), or what a
+  // domain returned. With no domain named, kPermissionDenied or kUnimplemented when long-term
+  // pinning is impossible here (io_uring disabled or blocked, an old kernel): the message names
+  // the cause and the alternatives.
   static absl::StatusOr<std::unique_ptr<Pool>> Create(PoolOptions options);
 
   // Deregisters and unmaps everything the pool created. Blocks still live become invalid (with
@@ -136,6 +137,7 @@ class PINPOOL_EXPORT Pool {
   unsigned chunk_shift_ = 0;
   const void* chunk_table_ = nullptr;
   std::uint64_t alive_ = kAlive;
+  PoolOptions options_;  // as created with, the default domain filled in
 };
 
 }  // namespace pinpool

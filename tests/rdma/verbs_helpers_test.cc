@@ -38,7 +38,7 @@ RegMrContext Context(bool unlimited) {
   c.memlock.limit = unlimited ? SIZE_MAX : 64 * kKiB;
   c.memlock.locked = 0;
   c.memlock.exempt = false;
-  c.pinned = 2 * kMiB;
+  c.memlock.pinned = 2 * kMiB;
   return c;
 }
 

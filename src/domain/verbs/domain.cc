@@ -125,8 +125,7 @@ absl::StatusOr<Keys> VerbsDomain::Register(void* base, std::size_t length) {
                                    .access = access_,
                                    .live_regions = live_.load(),
                                    .max_mr = max_mr_,
-                                   .memlock = internal::os::QueryMemlock(),
-                                   .pinned = internal::PinnedBytes()};
+                                   .memlock = internal::os::QueryMemlock()};
     return internal::RegMrFailed(err, context);
   }
   live_.fetch_add(1);
