@@ -1,7 +1,7 @@
 // Data path: RDMA WRITE throughput from pool blocks into pool blocks, against the same loop from
 // and into plain buffers registered once with ibv_reg_mr (what perftest's ib_write_bw does), over
-// two loopback RC queue pairs on one device (as tests/rdma/rc_pair.h connects them, but keeping
-// up to DepthFor(size) work requests in flight, a completion every half of that). The pool
+// two loopback RC queue pairs on one device (support/rc_pair.h, keeping up to DepthFor(size) work
+// requests in flight, a completion every half of that). The pool
 // must cost nothing here: a block is an address and an lkey like any other.
 // scripts/run-benchmarks.sh runs `ib_write_bw` on the same device and sizes in the same guest.
 //
@@ -23,6 +23,7 @@
 #include "bench_verbs.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
+#include "rc_pair.h"
 
 namespace {
 
@@ -38,15 +39,10 @@ constexpr int DepthFor(std::int64_t size) {
 }
 constexpr std::size_t kMaxSize = 1 << 20;
 
-struct Qps {
-  ibv_cq* cq[2] = {};
-  ibv_qp* qp[2] = {};
-};
-
 struct Env {
   std::shared_ptr<pinpool::VerbsDomain> domain;
   pinpool::Pool* pool = nullptr;
-  Qps qps;
+  std::unique_ptr<pinpool::testing::RcPair> pair;  // WRITEs go from side A
   // Plain buffers registered once, for the baseline.
   void* plain_src = nullptr;
   void* plain_dst = nullptr;
@@ -63,88 +59,15 @@ std::string Errno(const char* what, int err) {
   return std::string(what) + ": " + std::strerror(err);
 }
 
-std::string ConnectQps(ibv_pd* pd, Qps* q) {
-  ibv_context* ctx = pd->context;
-  ibv_port_attr port{};
-  if (int e = ibv_query_port(ctx, 1, &port); e != 0) return Errno("ibv_query_port", e);
-  int gid_index = -1;
-  ibv_gid gid{};
-  for (int i = 0; i < port.gid_tbl_len && gid_index < 0; ++i) {
-    ibv_gid_entry entry{};
-    if (ibv_query_gid_ex(ctx, 1, static_cast<std::uint32_t>(i), &entry, 0) != 0) continue;
-    static constexpr std::uint8_t kV4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (entry.gid_type == IBV_GID_TYPE_ROCE_V2 && std::memcmp(entry.gid.raw, kV4, 12) == 0) {
-      gid_index = i;
-      std::memcpy(gid.raw, entry.gid.raw, sizeof(gid.raw));
-    }
-  }
-  if (gid_index < 0) return "no IPv4-mapped RoCE v2 GID on port 1";
-  for (int i = 0; i < 2; ++i) {
-    q->cq[i] = ibv_create_cq(ctx, 2 * kMaxDepth, nullptr, nullptr, 0);
-    if (q->cq[i] == nullptr) return Errno("ibv_create_cq", errno);
-    ibv_qp_init_attr init{};
-    init.send_cq = q->cq[i];
-    init.recv_cq = q->cq[i];
-    init.qp_type = IBV_QPT_RC;
-    init.cap.max_send_wr = kMaxDepth;
-    init.cap.max_recv_wr = 1;
-    init.cap.max_send_sge = 1;
-    init.cap.max_recv_sge = 1;
-    init.sq_sig_all = 0;
-    q->qp[i] = ibv_create_qp(pd, &init);
-    if (q->qp[i] == nullptr) return Errno("ibv_create_qp", errno);
-  }
-  for (int i = 0; i < 2; ++i) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    if (int e = ibv_modify_qp(q->qp[i], &a,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-        e != 0) {
-      return Errno("ibv_modify_qp(INIT)", e);
-    }
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = port.active_mtu;
-    a.dest_qp_num = q->qp[1 - i]->qp_num;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = gid;
-    a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(gid_index);
-    a.ah_attr.grh.hop_limit = 1;
-    a.ah_attr.port_num = 1;
-    if (int e = ibv_modify_qp(q->qp[i], &a,
-                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-        e != 0) {
-      return Errno("ibv_modify_qp(RTR)", e);
-    }
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;  // ib_write_bw's default
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    if (int e = ibv_modify_qp(q->qp[i], &a,
-                              IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-        e != 0) {
-      return Errno("ibv_modify_qp(RTS)", e);
-    }
-  }
-  return "";
-}
-
 // Streams WRITEs of `size` bytes (range 0) from (src, lkey) to (dst, rkey) on QP 0 with
 // `depth` (range 1) in flight, a completion asked for every depth / 2.
 void Stream(benchmark::State& state, void* src, std::uint32_t lkey, void* dst, std::uint32_t rkey) {
   const auto size = static_cast<std::uint32_t>(state.range(0));
   const auto depth = static_cast<int>(state.range(1));
   const int signal_every = depth / 2;
-  ibv_qp* qp = E().qps.qp[0];
-  ibv_cq* cq = E().qps.cq[0];
+  using Side = pinpool::testing::RcPair::Side;
+  ibv_qp* qp = E().pair->qp(Side::kA);
+  ibv_cq* cq = E().pair->cq(Side::kA);
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(src), size, lkey};
   ibv_send_wr wr{};
   wr.sg_list = &sge;
@@ -265,10 +188,15 @@ int main(int argc, char** argv) {
     std::perror("ibv_reg_mr");
     return 1;
   }
-  if (const std::string err = ConnectQps(pd, &E().qps); !err.empty()) {
-    std::fprintf(stderr, "wire_benchmark: %s\n", err.c_str());
+  // ib_write_bw's timeout (14), and room for the deepest stream.
+  absl::StatusOr<std::unique_ptr<pinpool::testing::RcPair>> pair =
+      pinpool::testing::RcPair::Connect(
+          pd, pd, {.max_send_wr = kMaxDepth, .max_recv_wr = 1, .timeout = 14});
+  if (!pair.ok()) {
+    std::fprintf(stderr, "wire_benchmark: %s\n", pair.status().ToString().c_str());
     return 1;
   }
+  E().pair = *std::move(pair);
   benchmark::AddCustomContext("device", E().domain->device_name());
   for (const std::int64_t s : kSizes) {
     benchmark::RegisterBenchmark("write/pool", BM_PoolBlocks)

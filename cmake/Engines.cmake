@@ -7,8 +7,8 @@
 #   ON (the engine is required: configuring fails without it), OFF (never built).
 #
 # Targets: pinpool_ucx (alias pinpool::ucx), pinpool_fabric (alias pinpool::fabric). Sources live
-# with their layer (src/domain/ucx_*.cc, src/domain/fabric_*.cc, src/pool/fabric_*.cc) and are
-# kept out of the core by the top-level glob's filter (PINPOOL_ENGINE_SOURCE_REGEX). Installed by
+# in src/engines/<engine>/, above the core's layers: they use libpinpool's public API only (the
+# Domain interface, GrantLock for grants), so they link with it like any application would. Installed by
 # cmake/InstallEngines.cmake as components of the CMake package and as their own .pc files.
 # Included by the top-level CMakeLists.txt after the core target exists.
 
@@ -42,7 +42,6 @@ function(pinpool_engine)
   set(target pinpool_${E_NAME})
   add_library(${target} SHARED ${E_SOURCES})
   add_library(pinpool::${E_NAME} ALIAS ${target})
-  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(${target} PRIVATE -Wall -Wextra $<$<BOOL:${PINPOOL_WERROR}>:-Werror>)
   # The engine is public: pinpool/ucx.h and pinpool/fabric.h include its headers.
   target_link_libraries(${target} PUBLIC pinpool PkgConfig::${E_PREFIX}
@@ -57,9 +56,9 @@ function(pinpool_engine)
 endfunction()
 
 pinpool_engine(NAME ucx MODULE ucx PACKAGE libucx-dev SWITCH PINPOOL_WITH_UCX PREFIX PINPOOL_UCX
-  SOURCES ${PROJECT_SOURCE_DIR}/src/domain/ucx_domain.cc
-          ${PROJECT_SOURCE_DIR}/src/domain/ucx_transfer.cc)
+  SOURCES ${PROJECT_SOURCE_DIR}/src/engines/ucx/domain.cc
+          ${PROJECT_SOURCE_DIR}/src/engines/ucx/transfer.cc)
 pinpool_engine(NAME fabric MODULE libfabric PACKAGE libfabric-dev SWITCH PINPOOL_WITH_FABRIC PREFIX PINPOOL_FABRIC
-  SOURCES ${PROJECT_SOURCE_DIR}/src/domain/fabric_domain.cc
-          ${PROJECT_SOURCE_DIR}/src/domain/fabric_transfer.cc
-          ${PROJECT_SOURCE_DIR}/src/pool/fabric_access.cc)
+  SOURCES ${PROJECT_SOURCE_DIR}/src/engines/fabric/domain.cc
+          ${PROJECT_SOURCE_DIR}/src/engines/fabric/transfer.cc
+          ${PROJECT_SOURCE_DIR}/src/engines/fabric/access.cc)

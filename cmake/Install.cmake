@@ -11,8 +11,9 @@
 #   built (cmake/InstallEngines.cmake)                                  components pinpool_Ucx,
 #                                                                       pinpool_Fabric
 #
-# The private, renamed jemalloc archive is linked into libpinpool.so and hidden there: it is not
-# installed and is no dependency of consumers. Abseil is (absl::status/statusor appear in public
+# The library's internals (the static pinpool_core, and the private, renamed jemalloc archive)
+# are linked into libpinpool.so and hidden there (hidden visibility, cmake/libpinpool.map): they
+# are not installed and are no dependency of consumers. Abseil is (absl::status/statusor appear in public
 # headers), and so is libibverbs (pinpool/verbs.h includes <infiniband/verbs.h>), so both the
 # CMake package and the .pc file declare them.
 #
@@ -48,16 +49,9 @@ install(FILES "${CMAKE_CURRENT_BINARY_DIR}/include/pinpool/version.h"
   COMPONENT pinpool_Development)
 
 # --- tools -----------------------------------------------------------------------------------
-# pinpool-info (tools/pinpool_info), defined before this file is included. It finds the library
-# beside it (${BINDIR}/../${LIBDIR}) wherever the prefix is, so an install into any prefix runs.
+# pinpool-info (tools/pinpool_info), defined before this file is included. It links the
+# library's internals statically (pinpool_core), so it runs from any prefix on its own.
 if(TARGET pinpool_info)
-  if(IS_ABSOLUTE "${CMAKE_INSTALL_BINDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
-    set(pinpool_tools_rpath "${CMAKE_INSTALL_FULL_LIBDIR}")
-  else()
-    file(RELATIVE_PATH pinpool_bin_to_lib "/${CMAKE_INSTALL_BINDIR}" "/${CMAKE_INSTALL_LIBDIR}")
-    set(pinpool_tools_rpath "$ORIGIN/${pinpool_bin_to_lib}")
-  endif()
-  set_target_properties(pinpool_info PROPERTIES INSTALL_RPATH "${pinpool_tools_rpath}")
   install(TARGETS pinpool_info RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}" COMPONENT pinpool_Tools)
 endif()
 

@@ -19,10 +19,10 @@
 // would have landed in the next request's buffer, with no error anywhere.
 //
 // Client and server run in this one process over two loopback RC queue pairs on one device
-// (the tests' helper, tests/rdma/rc_pair.h), each side with its own device context, PD and pool,
-// exactly as two hosts would have. Without an RDMA device it says so and exits 0, unless
-// PINPOOL_REQUIRE_RDMA=1. The argument chooses the grant mechanism (auto, window, region;
-// default auto). On any Linux box:
+// (support/rc_pair.h, the QP helper of pinpool's tests and examples), each side with its own device
+// context, PD and pool, exactly as two hosts would have. Without an RDMA device it says so and
+// exits 0, unless PINPOOL_REQUIRE_RDMA=1. The argument chooses the grant mechanism (auto, window,
+// region; default auto). On any Linux box:
 //   scripts/softroce/run-in-guest.sh build/examples/pinpool_block_server window
 #include <cinttypes>
 #include <cstdio>

@@ -5,7 +5,7 @@
 // (RemoteAccess) gives the peer access to exactly the target block, for as long as it is not
 // revoked. The chunk itself stays local-only: the peer can reach nothing else.
 //
-// The QP set-up is the tests' helper (tests/rdma/rc_pair.h): connecting QPs is the application's
+// The QP set-up is support/rc_pair.h: connecting QPs is the application's
 // business, not pinpool's.
 //
 // Without an RDMA device it says so and exits 0 (nothing to show), unless PINPOOL_REQUIRE_RDMA=1,

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "os/os.h"
 #include "pinpool/options.h"
 #include "pinpool/pinpool_c.h"
 #include "pinpool/version.h"
@@ -99,6 +100,28 @@ TEST(CApiCreateTest, InvalidPageSizeIsEinval) {
   EXPECT_EQ(pinpool_create(&options, &pool, err, sizeof err), -EINVAL);
   EXPECT_EQ(pool, nullptr);
   EXPECT_NE(std::string(err).find("page_size"), std::string::npos) << err;
+}
+
+// Required huge pages that are not there: the system must change first (kFailedPrecondition),
+// which the C API reports as -EAGAIN with the fix in the message. (The os layer's fault hook
+// makes the hugetlb mapping fail as it does when none are reserved.)
+TEST(CApiCreateTest, RequiredHugePagesMissingIsEagainWithTheFix) {
+  using pinpool::internal::os::Call;
+  const auto previous = pinpool::internal::os::SetFaultHook(
+      [](Call call, std::size_t) { return call == Call::kMapHugetlb ? ENOMEM : 0; });
+  pinpool_options_t options;
+  pinpool_options_init(&options);
+  options.chunk_size = 2 * kMiB;
+  options.budget = 2 * kMiB;
+  options.initial_size = 2 * kMiB;
+  options.page_size = PINPOOL_PAGE_2M;
+  options.require_page_size = true;
+  pinpool_pool_t* pool = nullptr;
+  char err[512] = "";
+  EXPECT_EQ(pinpool_create(&options, &pool, err, sizeof err), -EAGAIN) << err;
+  EXPECT_EQ(pool, nullptr);
+  EXPECT_NE(std::string(err).find("nr_hugepages"), std::string::npos) << err;
+  pinpool::internal::os::SetFaultHook(previous);
 }
 
 TEST(CApiCreateTest, ErrorMessageIsTruncatedAndTerminated) {

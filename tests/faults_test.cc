@@ -234,14 +234,14 @@ TEST_F(FaultTest, HugePagesRunningOutFallBackOrFailAsThePolicySays) {
   EXPECT_GT(ExpectServes(*pool, {fake}, 2 * kChunk), 80u);
   pool.reset();
 
-  // Required: the growth fails with kUnavailable naming the sysctl, the pool keeps what it has.
+  // Required: the growth fails with kFailedPrecondition naming the sysctl, the pool keeps what it has.
   // (The first chunk may have to fall back too on a machine without hugetlb pages, so the
   // required pool starts with none and the fault hits Create itself.)
   o.require_page_size = true;
   Fail(Call::kMapHugetlb, ENOMEM, /*times=*/100);
   auto required = Pool::Create(o);
   ASSERT_FALSE(required.ok());
-  EXPECT_EQ(required.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(required.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(required.status().message()),
               AllOf(HasSubstr("2 MiB huge pages"), HasSubstr("nr_hugepages")));
   EXPECT_EQ(fake->live_registrations(), 0u);
@@ -294,7 +294,7 @@ TEST_F(FaultTest, RealHugePagesRunningOutFailGrowthAndThePoolKeepsServing) {
     auto pool = Pool::Create(o).value();
     ASSERT_TRUE(pool->Reserve(4 * kMiB).ok()) << pool->last_growth_error();
     const absl::Status s = pool->Reserve(6 * kMiB);
-    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("nr_hugepages"));
     const PoolStats st = pool->GetStats();
     EXPECT_EQ(st.mapped_bytes, 4 * kMiB);

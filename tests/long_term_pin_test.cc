@@ -152,7 +152,7 @@ void ExpectTheDefaultPoolToFailSayingWhyAndTheResidentOneToWork(int err) {
   std::fprintf(stderr, "as the user sees it (io_uring_setup: %s): %s\n", std::strerror(err),
                pool.status().ToString().c_str());
   EXPECT_EQ(pool.status().code(), err == ENOSYS ? absl::StatusCode::kUnimplemented
-                                                : absl::StatusCode::kFailedPrecondition);
+                                                : absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(message, AllOf(HasSubstr("long-term pinning is not available here"),
                              HasSubstr("io_uring_setup failed"), HasSubstr(std::strerror(err)),
                              HasSubstr("seccomp")));
@@ -192,7 +192,7 @@ TEST(LongTermPinDomainTest, AKernelWithoutIoUringFailsCreateWithTheCauseAndTheAl
 TEST(IoUringRefusalTest, EachCauseHasItsOwnCodeAndFix) {
   using internal::ExplainIoUringSetupFailure;
   const internal::IoUringRefusal off = ExplainIoUringSetupFailure(EPERM, 2);
-  EXPECT_EQ(off.code, absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(off.code, absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(off.cause, HasSubstr("kernel.io_uring_disabled is 2"));
   EXPECT_THAT(off.fix, HasSubstr("`sysctl kernel.io_uring_disabled=0`"));
 

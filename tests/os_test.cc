@@ -424,7 +424,7 @@ TEST(OsMapChunk, HugetlbFallsBackWhenNotEnoughHugePages) {
   UnmapChunk(res.at(), length);
 }
 
-TEST(OsMapChunk, RequiredHugetlbMissingIsUnavailableAndKeepsReservation) {
+TEST(OsMapChunk, RequiredHugetlbMissingIsAFailedPreconditionAndKeepsReservation) {
   const std::uint64_t pages = MoreThanAvailable2M();
   const std::size_t length = pages * 2 * kMiB;
   // The fix names the nr_hugepages that would make this chunk fit.
@@ -435,7 +435,7 @@ TEST(OsMapChunk, RequiredHugetlbMissingIsUnavailableAndKeepsReservation) {
   const CounterSnapshot c0 = CounterSnapshot::Now();
   auto got = MapChunk(at, length, PageSize::k2M, /*require=*/true, /*populate=*/true);
   const CounterSnapshot c1 = CounterSnapshot::Now();
-  ASSERT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
   const std::string msg(got.status().message());
   EXPECT_NE(msg.find("`sysctl vm.nr_hugepages=" + std::to_string(target) + "`"), std::string::npos)
       << msg;
@@ -472,7 +472,7 @@ int InChild(F body) {
 }
 
 // A process that disabled THP (prctl) cannot get it: without require the chunk falls back to
-// 4 KiB and says so; with require it is kUnavailable naming the cause, and the range stays
+// 4 KiB and says so; with require it is kFailedPrecondition naming the cause, and the range stays
 // reserved.
 TEST(OsMapChunk, ThpDisabledForTheProcessFallsBackOrFails) {
   if (ThpMode() != "always" && ThpMode() != "madvise") {
@@ -488,7 +488,7 @@ TEST(OsMapChunk, ThpDisabledForTheProcessFallsBackOrFails) {
     if (fell->page_size != PageSize::k4K || fell->huge_bytes != 0) _exit(13);
     for (bool populate : {true, false}) {
       auto failed = MapChunk(at + 4 * kMiB, 4 * kMiB, PageSize::kTransparent, true, populate);
-      if (failed.status().code() != absl::StatusCode::kUnavailable) _exit(14);
+      if (failed.status().code() != absl::StatusCode::kFailedPrecondition) _exit(14);
       if (failed.status().message().find("PR_SET_THP_DISABLE") == std::string::npos) _exit(15);
       if (ProbeAddress(at + 4 * kMiB) != EEXIST) _exit(16);
       for (const SmapsVma& v : SmapsOverlapping(at + 4 * kMiB, 4 * kMiB)) {

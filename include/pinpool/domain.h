@@ -19,11 +19,12 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "pinpool/export.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
 
-class Domain {
+class PINPOOL_EXPORT Domain {
  public:
   virtual ~Domain() = default;
 
@@ -45,17 +46,23 @@ class Domain {
 // buffer of an io_uring table private to the domain (a new ring's table when one is full). The
 // pages count in VmPin and against RLIMIT_MEMLOCK, which io_uring applies per user, across all of
 // the user's processes. Kind kHost (no keys), name "long-term pin".
-// Errors (never a fallback to something weaker): kFailedPrecondition when io_uring is forbidden
+// Errors (never a fallback to something weaker): kPermissionDenied when io_uring is forbidden
 // here (kernel.io_uring_disabled, a seccomp filter), kUnimplemented when the kernel cannot (no
 // io_uring, or older than 5.19); each message names the cause, the fix, and the alternatives.
-absl::StatusOr<std::shared_ptr<Domain>> MakeLongTermPinDomain();
+PINPOOL_EXPORT absl::StatusOr<std::shared_ptr<Domain>> MakeLongTermPinDomain();
 
 // Resident, NOT pinned: mlock(2) keeps each chunk in memory (never swapped out), but the kernel may
 // still migrate its pages (compaction, NUMA balancing, memory hotplug): the physical address may
 // change; not for DMA. Counts in VmLck. Only for memory that the CPU alone touches and that
 // must not page out; chosen explicitly, never a default or a fallback. Kind kHost (no keys),
 // name "mlock (resident, not pinned)".
-std::shared_ptr<Domain> MakeResidentNotPinnedDomain();
+PINPOOL_EXPORT std::shared_ptr<Domain> MakeResidentNotPinnedDomain();
+
+// For Domain implementations (yours, the optional engines'): the error for a registration whose
+// pin the kernel refused (`err`: ENOMEM or EAGAIN from the call `what`, e.g. "ibv_reg_mr"), in
+// the words pinpool's own domains use: RLIMIT_MEMLOCK, what this process holds long-term pinned
+// (VmPin) and locked (VmLck), and the fix. kResourceExhausted.
+PINPOOL_EXPORT absl::Status PinRefusedError(const char* what, int err, std::size_t bytes);
 
 }  // namespace pinpool
 

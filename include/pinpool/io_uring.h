@@ -18,11 +18,13 @@
 #ifndef PINPOOL_IO_URING_H_
 #define PINPOOL_IO_URING_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "pinpool/domain.h"
+#include "pinpool/export.h"
 
 struct io_uring;  // liburing's ring
 
@@ -39,10 +41,15 @@ struct IoUringDomainOptions {
   bool register_table = true;
 };
 
-class IoUringDomain : public Domain {
+class PINPOOL_EXPORT IoUringDomain : public Domain {
  public:
+  // The kernel's limits on fixed buffers: one buffer (one chunk) is at most 1 GiB, and one ring's
+  // table holds at most 16384 of them (IORING_MAX_REG_BUFFERS).
+  static constexpr std::size_t kMaxBufferBytes = std::size_t{1} << 30;
+  static constexpr std::uint32_t kMaxBuffers = 16384;
+
   // A ring created and owned by the domain, with `entries` submission entries. Errors when io_uring
-  // cannot be used here name the cause and the fix: kFailedPrecondition (kernel.io_uring_disabled,
+  // cannot be used here name the cause and the fix: kPermissionDenied (kernel.io_uring_disabled,
   // a seccomp filter), kUnimplemented (no io_uring, or no sparse tables: before Linux 5.19),
   // kResourceExhausted (memory, descriptors).
   static absl::StatusOr<std::shared_ptr<IoUringDomain>> Create(unsigned entries,

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "pinpool/page_size.h"
+
 namespace pinpool {
 
 // Local key of an RDMA memory region: goes into ibv_sge::lkey.
@@ -43,34 +45,45 @@ enum class Pinning : std::uint8_t {
               // take it: physical addresses fixed until deregistration; counted in VmPin
 };
 
-// Page sizes, largest first. As a policy: the largest size to try. As a report: what was obtained.
-enum class PageSize : std::uint8_t {
-  k1G,           // hugetlb, 1 GiB pages
-  k2M,           // hugetlb, 2 MiB pages
-  kTransparent,  // transparent huge pages (2 MiB, best effort by the kernel)
-  k4K,           // base pages
-};
-
-// Bytes in one page of that kind (transparent huge pages count as 2 MiB).
-constexpr std::size_t PageBytes(PageSize p) noexcept {
-  switch (p) {
-    case PageSize::k1G:
-      return std::size_t{1} << 30;
-    case PageSize::k2M:
-    case PageSize::kTransparent:
-      return std::size_t{2} << 20;
-    case PageSize::k4K:
-      break;
+constexpr const char* DomainKindName(DomainKind k) noexcept {
+  switch (k) {
+    case DomainKind::kHost:
+      return "host";
+    case DomainKind::kVerbs:
+      return "verbs";
+    case DomainKind::kIoUring:
+      return "io_uring";
+    case DomainKind::kCustom:
+      return "custom";
   }
-  return std::size_t{4} << 10;
+  return "?";
 }
 
-const char* PageSizeName(PageSize p) noexcept;
-const char* DomainKindName(DomainKind k) noexcept;
 // "none", "resident", "long-term": for JSON and short labels.
-const char* PinningName(Pinning p) noexcept;
+constexpr const char* PinningName(Pinning p) noexcept {
+  switch (p) {
+    case Pinning::kNone:
+      return "none";
+    case Pinning::kResident:
+      return "resident";
+    case Pinning::kLongTerm:
+      return "long-term";
+  }
+  return "?";
+}
+
 // What the pinning means for a device, in words (stats, the demo, pinpool-info).
-const char* PinningDescription(Pinning p) noexcept;
+constexpr const char* PinningDescription(Pinning p) noexcept {
+  switch (p) {
+    case Pinning::kNone:
+      return "not pinned: the pages may be swapped out or moved";
+    case Pinning::kResident:
+      return "resident, not pinned: the physical address may change; not for DMA";
+    case Pinning::kLongTerm:
+      return "long-term pinned: physical addresses fixed (counted in VmPin)";
+  }
+  return "?";
+}
 
 // One domain's registration of one chunk. Fields that do not apply to the domain's kind are zero.
 struct Keys {

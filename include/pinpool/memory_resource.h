@@ -17,11 +17,12 @@
 #include <cstddef>
 #include <memory_resource>
 
+#include "pinpool/export.h"
 #include "pinpool/pool.h"
 
 namespace pinpool {
 
-class MemoryResource : public std::pmr::memory_resource {
+class PINPOOL_EXPORT MemoryResource : public std::pmr::memory_resource {
  public:
   explicit MemoryResource(Pool& pool) noexcept : pool_(&pool) {}
   ~MemoryResource() override;

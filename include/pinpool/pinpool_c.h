@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pinpool/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -60,7 +62,7 @@ typedef struct pinpool_keys {
 } pinpool_keys_t;
 
 /* Fills *options with the same defaults as pinpool::PoolOptions. */
-void pinpool_options_init(pinpool_options_t* options);
+PINPOOL_EXPORT void pinpool_options_init(pinpool_options_t* options);
 
 /* Creates a pool. options may be NULL (defaults). On success stores the pool in *out and returns
  * 0. On failure stores NULL, returns a negative errno code and, when errlen > 0, writes the
@@ -70,45 +72,46 @@ void pinpool_options_init(pinpool_options_t* options);
  *   -ENODEV  a device was not found                 here, so nothing can be pinned long-term)
  *   -ENOSYS  unsupported (e.g. a kernel without io_uring)
  *   -EIO     anything else (the message says what) */
-int pinpool_create(const pinpool_options_t* options, pinpool_pool_t** out, char* errbuf,
-                   size_t errlen);
+PINPOOL_EXPORT int pinpool_create(const pinpool_options_t* options, pinpool_pool_t** out,
+                                  char* errbuf, size_t errlen);
 
 /* Deregisters and unmaps everything the pool created; its memory becomes invalid. NULL is
  * ignored. */
-void pinpool_destroy(pinpool_pool_t* pool);
+PINPOOL_EXPORT void pinpool_destroy(pinpool_pool_t* pool);
 
 /* At least `size` bytes aligned for any fundamental type, or NULL (errno ENOMEM). A size of 0
  * returns a unique pointer that must be freed, never NULL. */
-void* pinpool_malloc(pinpool_pool_t* pool, size_t size);
+PINPOOL_EXPORT void* pinpool_malloc(pinpool_pool_t* pool, size_t size);
 
 /* Zeroed memory for n objects of `size` bytes, or NULL (errno ENOMEM, also when n * size
  * overflows). */
-void* pinpool_calloc(pinpool_pool_t* pool, size_t n, size_t size);
+PINPOOL_EXPORT void* pinpool_calloc(pinpool_pool_t* pool, size_t n, size_t size);
 
 /* realloc(3) semantics: p NULL is pinpool_malloc(size); size 0 frees p and returns NULL (unlike
  * pinpool_malloc(0)); otherwise resizes in place or moves the contents (up to the smaller size),
  * returning the new pointer. On failure returns NULL with errno ENOMEM and leaves p allocated and
  * unchanged. */
-void* pinpool_realloc(pinpool_pool_t* pool, void* p, size_t size);
+PINPOOL_EXPORT void* pinpool_realloc(pinpool_pool_t* pool, void* p, size_t size);
 
 /* `size` bytes aligned to `alignment`, a power of two no larger than the chunk size. NULL with
  * errno EINVAL for a bad alignment, ENOMEM when out of memory. size need not be a multiple of
  * alignment. */
-void* pinpool_aligned_alloc(pinpool_pool_t* pool, size_t alignment, size_t size);
+PINPOOL_EXPORT void* pinpool_aligned_alloc(pinpool_pool_t* pool, size_t alignment, size_t size);
 
 /* Frees memory from this pool's allocation functions. NULL is ignored. */
-void pinpool_free(pinpool_pool_t* pool, void* p);
+PINPOOL_EXPORT void pinpool_free(pinpool_pool_t* pool, void* p);
 
 /* Bytes usable at p (>= the size asked for); 0 for NULL or a pointer outside the pool. */
-size_t pinpool_usable_size(const pinpool_pool_t* pool, const void* p);
+PINPOOL_EXPORT size_t pinpool_usable_size(const pinpool_pool_t* pool, const void* p);
 
 /* The registration that address p (any address inside a live allocation) lies in, for the pool's
  * domain number `domain` (0 for pools created here). Returns 0, or -EINVAL when p is not in the
  * pool, domain is out of range, or out is NULL. */
-int pinpool_keys(const pinpool_pool_t* pool, const void* p, size_t domain, pinpool_keys_t* out);
+PINPOOL_EXPORT int pinpool_keys(const pinpool_pool_t* pool, const void* p, size_t domain,
+                                pinpool_keys_t* out);
 
 /* "major.minor.patch" of the library actually linked. */
-const char* pinpool_version(void);
+PINPOOL_EXPORT const char* pinpool_version(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pinpool/block.h"
+#include "pinpool/export.h"
 #include "pinpool/options.h"
 #include "pinpool/stats.h"
 
@@ -39,18 +40,18 @@ namespace internal {
 class Arena;
 class GrantRegistry;
 class Heap;
-struct PoolInternals;
 }  // namespace internal
 
-class RemoteAccess;
+class GrantLock;
 
-class Pool {
+class PINPOOL_EXPORT Pool {
  public:
   // Validates the options, reserves the address range and maps `initial_size`. Errors:
   // kInvalidArgument (bad option), kResourceExhausted (budget, RLIMIT_MEMLOCK, address space),
-  // kUnavailable (required huge pages missing), or what a domain returned. With no domain named,
-  // kFailedPrecondition or kUnimplemented when long-term pinning is impossible here (io_uring
-  // disabled or blocked, an old kernel): the message names the cause and the alternatives.
+  // kFailedPrecondition (required huge pages missing: fix the system, then retry), or what a
+  // domain returned. With no domain named, kPermissionDenied or kUnimplemented when long-term
+  // pinning is impossible here (io_uring disabled or blocked, an old kernel): the message names
+  // the cause and the alternatives.
   static absl::StatusOr<std::unique_ptr<Pool>> Create(PoolOptions options);
 
   // Deregisters and unmaps everything the pool created. Blocks still live become invalid (with
@@ -110,15 +111,15 @@ class Pool {
   std::size_t max_block_size() const noexcept;
 
  private:
-  friend class RemoteAccess;  // grants keep their bookkeeping in grants_
+  friend class GrantLock;  // the public face of grants_ (pinpool/grant_lock.h)
   // The same for grants made by the optional engine libraries (libpinpool_fabric).
-  friend struct internal::PoolInternals;
 
-  Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Heap> heap);
-  Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;
-  void DeallocateSlow(void* data, std::size_t size) noexcept;
+  PINPOOL_NO_EXPORT Pool(std::unique_ptr<internal::Arena> arena,
+                         std::unique_ptr<internal::Heap> heap);
+  PINPOOL_NO_EXPORT Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;
+  PINPOOL_NO_EXPORT void DeallocateSlow(void* data, std::size_t size) noexcept;
   // Aborts, naming `what`, if the pool has been destroyed (and its memory not yet reused).
-  void CheckAlive(const char* what) const noexcept;
+  PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
 
   static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
   static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"
@@ -137,6 +138,7 @@ class Pool {
   unsigned chunk_shift_ = 0;
   const void* chunk_table_ = nullptr;
   std::uint64_t alive_ = kAlive;
+  PoolOptions options_;  // as created with, the default domain filled in
 };
 
 }  // namespace pinpool

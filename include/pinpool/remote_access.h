@@ -67,6 +67,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pinpool/block.h"
+#include "pinpool/export.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 
@@ -77,7 +78,18 @@ enum class GrantMechanism : std::uint8_t {
   kWindow,  // a type 2 memory window bound on the connection's QP
   kRegion,  // a memory region registered over exactly the granted range
 };
-const char* GrantMechanismName(GrantMechanism m) noexcept;  // "auto", "window", "region"
+// "auto", "window", "region"
+constexpr const char* GrantMechanismName(GrantMechanism m) noexcept {
+  switch (m) {
+    case GrantMechanism::kAuto:
+      return "auto";
+    case GrantMechanism::kWindow:
+      return "window";
+    case GrantMechanism::kRegion:
+      return "region";
+  }
+  return "?";
+}
 
 struct RemoteAccessOptions {
   // The pool's domain (PoolOptions::domains order) the QP's PD belongs to: a VerbsDomain.
@@ -106,7 +118,7 @@ struct RemoteGrant {
   explicit operator bool() const noexcept { return id != 0; }
 };
 
-class RemoteAccess {
+class PINPOOL_EXPORT RemoteAccess {
  public:
   // Errors: kInvalidArgument (null QP, a QP that is not RC, a domain index that is not a verbs
   // domain of the pool, a QP on another PD), kUnimplemented (kWindow asked of a device without
@@ -156,10 +168,10 @@ class RemoteAccess {
   std::size_t live_grants() const;          // grants a peer may still use
   std::size_t pending_revocations() const;  // window invalidations not yet confirmed
 
-  class Impl;
+  class PINPOOL_NO_EXPORT Impl;
 
  private:
-  explicit RemoteAccess(std::unique_ptr<Impl> impl);
+  PINPOOL_NO_EXPORT explicit RemoteAccess(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

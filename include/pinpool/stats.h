@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "pinpool/export.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
@@ -35,9 +36,13 @@ struct ChunkStats {
   std::vector<Keys> keys;
 };
 
-// Remote grants of one pool (pinpool/remote_access.h), over all its RemoteAccess objects.
+// `bytes` as pinpool prints sizes ("64 MiB", "1.5 KiB", "17 B"), for messages and reports.
+PINPOOL_EXPORT std::string FormatBytes(std::uint64_t bytes);
+
+// Remote grants of one pool (pinpool/remote_access.h, pinpool/fabric.h), over all its grant
+// holders.
 struct GrantStats {
-  std::uint64_t connections = 0;             // RemoteAccess objects alive
+  std::uint64_t connections = 0;             // grant holders alive (RemoteAccess, FabricAccess)
   std::uint64_t live = 0;                    // grants a peer may use now
   std::uint64_t revoking = 0;                // window invalidations posted, not yet confirmed
   std::uint64_t grants = 0;                  // grants made, ever
@@ -58,7 +63,7 @@ struct GrantStats {
   std::uint64_t window_growth_allocations = 0;  // of which on the grant path (a pool ran short)
 };
 
-struct PoolStats {
+struct PINPOOL_EXPORT PoolStats {
   std::size_t reserved_bytes = 0;  // virtual address range set aside (no memory behind it)
   std::size_t mapped_bytes = 0;    // chunks mapped
   // Chunks long-term pinned by at least one domain (Pinning::kLongTerm): physical addresses

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "pinpool/block.h"
 #include "pinpool/domain.h"
+#include "pinpool/export.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
@@ -48,7 +49,7 @@ struct RemoteRights {
 // range of one) at a time through grants (pinpool::RemoteAccess), which are revoked before the
 // memory is reused; the chunk regions are registered so that grants can bind memory windows
 // over them (IBV_ACCESS_MW_BIND, where the device has type 2 windows).
-struct VerbsAccess {
+struct PINPOOL_EXPORT VerbsAccess {
   // The device writes into the memory (RECV, RDMA READ responses). Required for any remote
   // write or atomic right, whether granted per block or chunk-wide.
   bool local_write = true;
@@ -96,7 +97,7 @@ class WindowPool;
 struct VerbsDomainInternals;
 }  // namespace internal
 
-class VerbsDomain final : public Domain {
+class PINPOOL_EXPORT VerbsDomain final : public Domain {
  public:
   // Opens the device, allocates a PD, and owns both. Errors: kNotFound (no RDMA device, or none
   // by that name; the message lists what exists), kUnavailable (devices exist but no port is
@@ -145,9 +146,10 @@ class VerbsDomain final : public Domain {
 
  private:
   friend struct internal::VerbsDomainInternals;
-  VerbsDomain(ibv_context* context, ibv_pd* pd, bool owned, std::string device_name,
-              const VerbsAccess& access, std::uint64_t max_mr_size, std::uint32_t max_mr,
-              WindowSupport windows, std::uint32_t max_mw);
+  PINPOOL_NO_EXPORT VerbsDomain(ibv_context* context, ibv_pd* pd, bool owned,
+                                std::string device_name, const VerbsAccess& access,
+                                std::uint64_t max_mr_size, std::uint32_t max_mr,
+                                WindowSupport windows, std::uint32_t max_mw);
 
   ibv_context* const context_;
   ibv_pd* const pd_;
@@ -211,8 +213,19 @@ enum class ForkMode : std::uint8_t {
   kEnabled,   // ibv_fork_init() called: libibverbs marks each region MADV_DONTFORK
   kUnneeded,  // the kernel copies pinned pages for the child (Linux 5.13+): fork is safe
 };
-ForkMode QueryForkMode() noexcept;
-const char* ForkModeName(ForkMode mode) noexcept;  // "disabled", "enabled", "unneeded"
+PINPOOL_EXPORT ForkMode QueryForkMode() noexcept;
+// "disabled", "enabled", "unneeded"
+constexpr const char* ForkModeName(ForkMode mode) noexcept {
+  switch (mode) {
+    case ForkMode::kDisabled:
+      return "disabled";
+    case ForkMode::kEnabled:
+      return "enabled";
+    case ForkMode::kUnneeded:
+      return "unneeded";
+  }
+  return "?";
+}
 
 }  // namespace pinpool
 

@@ -13,74 +13,34 @@
 namespace pinpool::internal {
 namespace {
 
-constexpr std::size_t kMinChunk = 2 * kMiB;
-constexpr std::size_t kMaxChunk = 1 * kGiB;  // one io_uring fixed buffer can be no larger
-
-absl::Status Validate(const PoolOptions& o) {
-  if (!IsPowerOfTwo(o.chunk_size) || o.chunk_size < kMinChunk || o.chunk_size > kMaxChunk) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "PoolOptions::chunk_size is %s; it must be a power of two from 2 MiB to 1 GiB",
-        FormatBytes(o.chunk_size)));
-  }
-  if (o.budget < o.chunk_size) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("PoolOptions::budget (%s) is smaller than one chunk (%s)",
-                        FormatBytes(o.budget), FormatBytes(o.chunk_size)));
-  }
-  // initial_size rounds up to chunks, the budget down: compare what each really means.
-  if ((o.initial_size + o.chunk_size - 1) / o.chunk_size > o.budget / o.chunk_size) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "PoolOptions::initial_size (%s, %s in whole chunks) is larger than the budget (%s, %s "
-        "in whole chunks of %s)",
-        FormatBytes(o.initial_size),
-        FormatBytes((o.initial_size + o.chunk_size - 1) / o.chunk_size * o.chunk_size),
-        FormatBytes(o.budget), FormatBytes(o.budget / o.chunk_size * o.chunk_size),
-        FormatBytes(o.chunk_size)));
-  }
-  if (o.require_page_size && PageBytes(o.page_size) > o.chunk_size) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "PoolOptions::require_page_size asks for %s pages, larger than chunk_size %s",
-        PageSizeName(o.page_size), FormatBytes(o.chunk_size)));
-  }
-  if (o.domains.size() > kMaxDomains) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("PoolOptions::domains has %d entries; at most %d are supported",
-                        o.domains.size(), kMaxDomains));
-  }
-  for (const auto& d : o.domains) {
-    if (d == nullptr) return absl::InvalidArgumentError("PoolOptions::domains holds a null domain");
-  }
-  return absl::OkStatus();
-}
-
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(PoolOptions options) {
-  PINPOOL_RETURN_IF_ERROR(Validate(options));
-  if (options.domains.empty()) {
-    // The default pins long-term or fails saying why; it never falls back to mlock.
-    PINPOOL_ASSIGN_OR_RETURN(std::shared_ptr<Domain> pin, MakeLongTermPinDomain());
-    options.domains.push_back(std::move(pin));
-  }
-  const std::size_t max_chunks = options.budget / options.chunk_size;
+absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(ArenaConfig config) {
+  PINPOOL_DCHECK(IsPowerOfTwo(config.chunk_size) && config.max_chunks >= 1 &&
+                 !config.domains.empty() && config.domains.size() <= kMaxDomains);
   PINPOOL_ASSIGN_OR_RETURN(os::Range range,
-                           os::Reserve(max_chunks * options.chunk_size, options.chunk_size));
-  return std::unique_ptr<Arena>(new Arena(std::move(options), range, max_chunks));
+                           os::Reserve(config.max_chunks * config.chunk_size, config.chunk_size));
+  return std::unique_ptr<Arena>(new Arena(std::move(config), range));
 }
 
-Arena::Arena(PoolOptions options, os::Range range, std::size_t max_chunks)
-    : options_(std::move(options)),
+Arena::Arena(ArenaConfig config, os::Range range)
+    : config_(std::move(config)),
       range_(range),
       base_(reinterpret_cast<std::uintptr_t>(range.base)),
-      chunk_shift_(static_cast<unsigned>(std::countr_zero(options_.chunk_size))),
-      max_chunks_(max_chunks),
-      table_(new std::atomic<std::uintptr_t>[max_chunks]),
-      carved_end_(new std::atomic<std::size_t>[max_chunks]),
-      domain_counters_(options_.domains.size()) {
+      chunk_shift_(static_cast<unsigned>(std::countr_zero(config_.chunk_size))),
+      max_chunks_(config_.max_chunks),
+      table_(new std::atomic<std::uintptr_t>[max_chunks_]),
+      carved_end_(new std::atomic<std::size_t>[max_chunks_]),
+      domain_counters_(config_.domains.size()) {
+  for (std::size_t d = 0; d < config_.domains.size(); ++d) {
+    domain_counters_[d].name = config_.domains[d]->name();
+    domain_counters_[d].kind = config_.domains[d]->kind();
+    domain_counters_[d].pinning = config_.domains[d]->pinning();
+  }
   for (std::size_t i = 0; i < max_chunks_; ++i) {
     table_[i].store(kSlowFreeTag, std::memory_order_relaxed);
     carved_end_[i].store(0, std::memory_order_relaxed);
@@ -93,39 +53,39 @@ Arena::~Arena() {
   for (auto it = chunks_.rbegin(); it != chunks_.rend(); ++it) {
     ChunkInfo& c = **it;
     table_[c.index].store(kSlowFreeTag, std::memory_order_release);
-    for (std::size_t d = c.domain_count; d-- > 0;) options_.domains[d]->Deregister(c.keys[d]);
+    for (std::size_t d = c.domain_count; d-- > 0;) config_.domains[d]->Deregister(c.keys[d]);
   }
-  const std::size_t chunk_bytes = chunks_.size() * options_.chunk_size;
+  const std::size_t chunk_bytes = chunks_.size() * config_.chunk_size;
   chunks_.clear();
   os::Release(range_, chunk_bytes);  // unmaps every chunk with the reservation
 }
 
 std::size_t Arena::DomainsThatPin(Pinning kind) const noexcept {
   std::size_t n = 0;
-  for (const auto& d : options_.domains) n += d->pinning() == kind ? 1 : 0;
+  for (const auto& d : config_.domains) n += d->pinning() == kind ? 1 : 0;
   return n;
 }
 
 absl::Status Arena::RegisterLocked(ChunkInfo& c) {
-  for (std::size_t d = 0; d < options_.domains.size(); ++d) {
+  for (std::size_t d = 0; d < config_.domains.size(); ++d) {
     const auto t0 = std::chrono::steady_clock::now();
     absl::StatusOr<Keys> keys =
-        options_.domains[d]->Register(reinterpret_cast<void*>(c.base), c.size);
+        config_.domains[d]->Register(reinterpret_cast<void*>(c.base), c.size);
     const double seconds = SecondsSince(t0);
     if (!keys.ok()) {
       for (std::size_t undo = d; undo-- > 0;) {
-        options_.domains[undo]->Deregister(c.keys[undo]);
+        config_.domains[undo]->Deregister(c.keys[undo]);
         domain_counters_[undo].registered_bytes -= c.size;
       }
       c.domain_count = 0;
       return absl::Status(
           keys.status().code(),
           absl::StrFormat("registering a %s chunk with domain %d (%s): %s", FormatBytes(c.size), d,
-                          options_.domains[d]->name(), keys.status().message()));
+                          config_.domains[d]->name(), keys.status().message()));
     }
     c.keys[d] = *keys;
     c.domain_count = static_cast<std::uint32_t>(d + 1);
-    DomainCounters& dc = domain_counters_[d];
+    ArenaStats::DomainCounters& dc = domain_counters_[d];
     ++dc.registrations;
     dc.registered_bytes += c.size;
     dc.seconds += seconds;
@@ -135,7 +95,7 @@ absl::Status Arena::RegisterLocked(ChunkInfo& c) {
 }
 
 absl::Status Arena::GrowLocked() {
-  const std::size_t size = options_.chunk_size;
+  const std::size_t size = config_.chunk_size;
   if (chunks_.size() >= max_chunks_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the pool's budget of %s is used up (%d chunks of %s): raise PoolOptions::budget",
@@ -156,7 +116,7 @@ absl::Status Arena::GrowLocked() {
   void* at = reinterpret_cast<void*>(chunk->base);
   PINPOOL_ASSIGN_OR_RETURN(
       os::MappedChunk mapped,
-      os::MapChunk(at, size, options_.page_size, options_.require_page_size, options_.populate));
+      os::MapChunk(at, size, config_.page_size, config_.require_page_size, config_.populate));
   chunk->page_size = mapped.page_size;
   chunk->huge_bytes = mapped.huge_bytes;
   if (absl::Status s = RegisterLocked(*chunk); !s.ok()) {
@@ -181,8 +141,8 @@ void Arena::SetGranted(const void* p, bool granted) noexcept {
 }
 
 void* Arena::Carve(std::size_t size, std::size_t alignment) {
-  if (size == 0 || size > options_.chunk_size || !IsPowerOfTwo(alignment) ||
-      alignment > options_.chunk_size) {
+  if (size == 0 || size > config_.chunk_size || !IsPowerOfTwo(alignment) ||
+      alignment > config_.chunk_size) {
     return nullptr;
   }
   MutexLock lock(&mu_);
@@ -207,7 +167,7 @@ void* Arena::Carve(std::size_t size, std::size_t alignment) {
 
 absl::Status Arena::Reserve(std::size_t bytes) {
   MutexLock lock(&mu_);
-  while (chunks_.size() * options_.chunk_size < bytes) {
+  while (chunks_.size() * config_.chunk_size < bytes) {
     if (absl::Status s = GrowLocked(); !s.ok()) {
       ++growth_failures_;
       last_growth_error_ = s;
@@ -222,32 +182,20 @@ absl::Status Arena::last_growth_error() const {
   return last_growth_error_;
 }
 
-void Arena::FillStats(PoolStats& s) const {
-  const os::MemlockState memlock = os::QueryMemlock();
+ArenaStats Arena::Stats() const {
   MutexLock lock(&mu_);
+  ArenaStats s;
   s.reserved_bytes = range_.length;
-  s.budget_bytes = max_chunks_ * options_.chunk_size;
-  s.mapped_bytes = chunks_.size() * options_.chunk_size;
-  s.pinned_bytes = DomainsThatPin(Pinning::kLongTerm) != 0 ? s.mapped_bytes : 0;
-  s.locked_bytes = DomainsThatPin(Pinning::kResident) != 0 ? s.mapped_bytes : 0;
-  s.growths = chunks_.size();
+  s.chunk_size = config_.chunk_size;
+  s.max_chunks = max_chunks_;
   s.growth_failures = growth_failures_;
-  s.memlock_limit = memlock.limit;
-  s.process_locked_bytes = memlock.locked;
-  s.process_pinned_bytes = memlock.pinned;
-  s.memlock_exempt = memlock.exempt;
-  s.chunks.clear();
-  for (const auto& c : chunks_) {
-    s.chunks.push_back({c->base, c->size, c->page_size, c->huge_bytes, c->index,
-                        std::vector<Keys>(c->keys, c->keys + c->domain_count)});
-  }
-  s.domains.clear();
-  for (std::size_t d = 0; d < options_.domains.size(); ++d) {
-    const DomainCounters& dc = domain_counters_[d];
-    s.domains.push_back({options_.domains[d]->name(), options_.domains[d]->kind(),
-                         options_.domains[d]->pinning(), dc.registrations, dc.registered_bytes,
-                         dc.seconds, dc.max_seconds});
-  }
+  const std::size_t mapped = chunks_.size() * config_.chunk_size;
+  s.pinned_bytes = DomainsThatPin(Pinning::kLongTerm) != 0 ? mapped : 0;
+  s.locked_bytes = DomainsThatPin(Pinning::kResident) != 0 ? mapped : 0;
+  s.chunks.reserve(chunks_.size());
+  for (const auto& c : chunks_) s.chunks.push_back(*c);
+  s.domains = domain_counters_;
+  return s;
 }
 
 }  // namespace pinpool::internal

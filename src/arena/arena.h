@@ -4,8 +4,9 @@
 // `address -> chunk -> keys` is a subtraction, a shift and one acquire load (ChunkOf), with no
 // lock. It grows a whole chunk at a time: map (os layer), register with every domain in order,
 // then publish the ChunkInfo; a failure at any step undoes the earlier ones, so no chunk is ever
-// half-registered. Chunks stay mapped and registered until the arena is destroyed. Options that
-// name no domain get the long-term pin domain (MakeLongTermPinDomain), or Create fails saying why.
+// half-registered. Chunks stay mapped and registered until the arena is destroyed. It knows its
+// own configuration (ArenaConfig) and reports its own figures (ArenaStats); the pool validates
+// the user's options and turns these into its public types.
 //
 // The heap asks for space with Carve(): first fit over the unused tails of the chunks, growing
 // when none fits. Carved space is never taken back, so it is always fresh (zero) memory.
@@ -26,23 +27,54 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "os/os.h"
+#include "pinpool/domain.h"
 #include "pinpool/keys.h"
-#include "pinpool/options.h"
-#include "pinpool/stats.h"
 #include "util/mutex.h"
 
 namespace pinpool::internal {
 
+// What an arena is made of. The pool checks it (ValidatePoolOptions) before Create.
+struct ArenaConfig {
+  std::size_t chunk_size = 0;  // a power of two
+  std::size_t max_chunks = 0;  // the budget, in chunks (>= 1)
+  PageSize page_size = PageSize::k4K;
+  bool require_page_size = false;
+  bool populate = true;
+  std::vector<std::shared_ptr<Domain>> domains = {};  // 1 .. kMaxDomains, none null
+};
+
+// An arena's figures, read under its lock.
+struct ArenaStats {
+  struct DomainCounters {
+    std::string name;
+    DomainKind kind = DomainKind::kCustom;
+    Pinning pinning = Pinning::kNone;
+    std::uint64_t registrations = 0;     // successful Register() calls, ever
+    std::uint64_t registered_bytes = 0;  // bytes registered now
+    double seconds = 0;                  // total time in Register()
+    double max_seconds = 0;              // slowest Register()
+  };
+  std::size_t reserved_bytes = 0;
+  std::size_t chunk_size = 0;
+  std::size_t max_chunks = 0;
+  std::uint64_t growth_failures = 0;
+  std::size_t pinned_bytes = 0;  // chunks held by a long-term pinning domain
+  std::size_t locked_bytes = 0;  // chunks held by an mlocking domain
+  std::vector<ChunkInfo> chunks;
+  std::vector<DomainCounters> domains;
+};
+
 class Arena {
  public:
-  // Validates the options (kInvalidArgument naming the field) and reserves the range.
-  static absl::StatusOr<std::unique_ptr<Arena>> Create(PoolOptions options);
+  // Reserves the range (kResourceExhausted when the address space is not there).
+  static absl::StatusOr<std::unique_ptr<Arena>> Create(ArenaConfig config);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -81,7 +113,7 @@ class Arena {
   // extent there). `p` must lie in a mapped chunk (ChunkOf(p) != null). Lock-free.
   bool Carved(const void* p) const noexcept {
     const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(p) - base_;
-    return (off & (options_.chunk_size - 1)) <
+    return (off & (config_.chunk_size - 1)) <
            carved_end_[off >> chunk_shift_].load(std::memory_order_acquire);
   }
 
@@ -93,28 +125,20 @@ class Arena {
   absl::Status Reserve(std::size_t bytes);
   absl::Status last_growth_error() const;
 
-  const PoolOptions& options() const noexcept { return options_; }
-  std::size_t chunk_size() const noexcept { return options_.chunk_size; }
+  std::size_t chunk_size() const noexcept { return config_.chunk_size; }
+  const std::vector<std::shared_ptr<Domain>>& domains() const noexcept { return config_.domains; }
 
-  // Fills the arena's part of the stats (everything but the heap's byte counts).
-  void FillStats(PoolStats& stats) const;
+  ArenaStats Stats() const;
 
  private:
-  struct DomainCounters {
-    std::uint64_t registrations = 0;
-    std::uint64_t registered_bytes = 0;
-    double seconds = 0;
-    double max_seconds = 0;
-  };
-
-  Arena(PoolOptions options, os::Range range, std::size_t max_chunks);
+  Arena(ArenaConfig config, os::Range range);
 
   absl::Status GrowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RegisterLocked(ChunkInfo& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many of the pool's domains pin (or lock) chunks that way.
   std::size_t DomainsThatPin(Pinning kind) const noexcept;
 
-  const PoolOptions options_;
+  const ArenaConfig config_;
   const os::Range range_;
   const std::uintptr_t base_;
   const unsigned chunk_shift_;
@@ -126,7 +150,7 @@ class Arena {
   mutable Mutex mu_;
   std::vector<std::unique_ptr<ChunkInfo>> chunks_ ABSL_GUARDED_BY(mu_);
   std::vector<std::size_t> carved_ ABSL_GUARDED_BY(mu_);  // bytes used from the front of chunk i
-  std::vector<DomainCounters> domain_counters_ ABSL_GUARDED_BY(mu_);
+  std::vector<ArenaStats::DomainCounters> domain_counters_ ABSL_GUARDED_BY(mu_);
   std::uint64_t growth_failures_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status last_growth_error_ ABSL_GUARDED_BY(mu_);
 };

@@ -115,11 +115,11 @@ absl::Status RegisterTable(io_uring* ring, const IoUringDomainOptions& o) {
 }
 
 absl::Status Validate(const IoUringDomainOptions& o) {
-  if (o.slots == 0 || o.first_slot + std::uint64_t{o.slots} > (1u << 14)) {
+  if (o.slots == 0 || o.first_slot + std::uint64_t{o.slots} > IoUringDomain::kMaxBuffers) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "IoUringDomainOptions: slots %d from %d must be 1 .. 16384 in all (the kernel's "
+        "IoUringDomainOptions: slots %d from %d must be 1 .. %d in all (the kernel's "
         "fixed-buffer limit)",
-        o.slots, o.first_slot));
+        o.slots, o.first_slot, IoUringDomain::kMaxBuffers));
   }
   return absl::OkStatus();
 }

@@ -27,11 +27,11 @@ IoUringRefusal ExplainIoUringSetupFailure(int err, std::optional<int> disabled) 
   IoUringRefusal r;
   const std::string failed = absl::StrFormat("io_uring_setup failed (%s)", std::strerror(err));
   if ((err == EPERM || err == EACCES) && disabled == 2) {
-    r.code = absl::StatusCode::kFailedPrecondition;
+    r.code = absl::StatusCode::kPermissionDenied;
     r.cause = failed + ": kernel.io_uring_disabled is 2, io_uring is off for every process";
     r.fix = "`sysctl kernel.io_uring_disabled=0` (and in /etc/sysctl.d/ to keep it)";
   } else if ((err == EPERM || err == EACCES) && disabled == 1) {
-    r.code = absl::StatusCode::kFailedPrecondition;
+    r.code = absl::StatusCode::kPermissionDenied;
     r.cause = failed +
               ": kernel.io_uring_disabled is 1, only processes with CAP_SYS_ADMIN or in the "
               "group kernel.io_uring_group may use io_uring";
@@ -39,7 +39,7 @@ IoUringRefusal ExplainIoUringSetupFailure(int err, std::optional<int> disabled) 
         "`sysctl kernel.io_uring_disabled=0`, or add the user to the group that "
         "kernel.io_uring_group names";
   } else if (err == EPERM || err == EACCES) {
-    r.code = absl::StatusCode::kFailedPrecondition;
+    r.code = absl::StatusCode::kPermissionDenied;
     r.cause = failed +
               (disabled ? std::string(" although kernel.io_uring_disabled is ") +
                               std::to_string(*disabled)

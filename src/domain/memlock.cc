@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "pinpool/domain.h"
 #include "util/bytes.h"
 
 namespace pinpool::internal {
@@ -14,23 +15,22 @@ constexpr const char* kFix =
     "a systemd service), run with CAP_IPC_LOCK, or lower PoolOptions::budget";
 
 // OK, or the error for `more` bytes on top of `used` (the counter named by `counter`).
-absl::Status Check(std::size_t more, std::size_t used, std::size_t limit, const char* counter,
-                   const char* verb) {
-  if (more == 0 || (used <= limit && more <= limit - used)) return absl::OkStatus();
+absl::Status Check(std::size_t more, std::size_t used, const os::MemlockState& s,
+                   const char* counter, const char* verb) {
+  const std::optional<std::size_t> headroom = s.Headroom(used);
+  if (more == 0 || !headroom || more <= *headroom) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
       "RLIMIT_MEMLOCK is %s and %s are already %s; %s %s more would exceed it: %s",
-      FormatBytes(limit), FormatBytes(used), counter, verb, FormatBytes(more), kFix));
+      FormatBytes(s.limit), FormatBytes(used), counter, verb, FormatBytes(more), kFix));
 }
 
 }  // namespace
 
 absl::Status CheckMemlockHeadroom(std::size_t pin, std::size_t lock, const os::MemlockState& s) {
-  if (s.exempt || s.limit == SIZE_MAX) return absl::OkStatus();
-  if (absl::Status st = Check(pin, s.pinned, s.limit, "long-term pinned (VmPin)", "pinning");
-      !st.ok()) {
+  if (absl::Status st = Check(pin, s.pinned, s, "long-term pinned (VmPin)", "pinning"); !st.ok()) {
     return st;
   }
-  return Check(lock, s.locked, s.limit, "locked (VmLck)", "locking");
+  return Check(lock, s.locked, s, "locked (VmLck)", "locking");
 }
 
 absl::Status MemlockRefused(const char* what, int err, std::size_t bytes,
@@ -49,3 +49,11 @@ absl::Status MemlockRefused(const char* what, int err, std::size_t bytes,
 }
 
 }  // namespace pinpool::internal
+
+namespace pinpool {
+
+absl::Status PinRefusedError(const char* what, int err, std::size_t bytes) {
+  return internal::MemlockRefused(what, err, bytes);
+}
+
+}  // namespace pinpool

@@ -62,7 +62,7 @@ T ReadCtl(const std::string& name) {
   return value;
 }
 
-struct ArenaConfig {  // jemalloc's arena_config_t (experimental.arenas_create_ext)
+struct JemallocArenaConfig {  // jemalloc's arena_config_t (experimental.arenas_create_ext)
   extent_hooks_t* extent_hooks;
   bool metadata_use_hooks;
 };
@@ -161,7 +161,7 @@ Heap::Heap(Arena* arena, std::uint64_t id, bool debug_checks)
 
 absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena, bool debug_checks) {
   std::unique_ptr<Heap> heap(new Heap(arena, next_heap_id.fetch_add(1), debug_checks));
-  ArenaConfig config{&heap->hooks_->hooks, /*metadata_use_hooks=*/false};
+  JemallocArenaConfig config{&heap->hooks_->hooks, /*metadata_use_hooks=*/false};
   unsigned index = 0;
   std::size_t len = sizeof index;
   if (int err = pinpool_je_mallctl("experimental.arenas_create_ext", &index, &len, &config,

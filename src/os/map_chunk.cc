@@ -77,12 +77,12 @@ std::optional<std::uint64_t> ReadCount(const std::string& path) {
   return v;
 }
 
-absl::Status HugetlbUnavailable(PageSize size, std::size_t length, int err) {
+absl::Status HugetlbMissing(PageSize size, std::size_t length, int err) {
   const std::size_t page = PageBytes(size);
   const std::string dir = absl::StrFormat("/sys/kernel/mm/hugepages/hugepages-%dkB", page >> 10);
   const std::optional<std::uint64_t> free = ReadCount(dir + "/free_hugepages");
   if (!free) {
-    return absl::UnavailableError(absl::StrFormat(
+    return absl::FailedPreconditionError(absl::StrFormat(
         "this machine has no %s huge pages for a %s chunk (%s does not exist; mmap: %s): use a "
         "smaller PoolOptions::page_size, or %s",
         FormatBytes(page), FormatBytes(length), dir, std::strerror(err), kAllowFallback));
@@ -109,7 +109,7 @@ absl::Status HugetlbUnavailable(PageSize size, std::size_t length, int err) {
         "memory policy)",
         size == PageSize::k2M ? "2MB" : "1GB");
   }
-  return absl::UnavailableError(absl::StrFormat(
+  return absl::FailedPreconditionError(absl::StrFormat(
       "no %s huge pages available for a %s chunk (HugePages_Free is %d%s, %d needed; mmap: %s)%s: "
       "reserve them with %s, or %s",
       FormatBytes(page), FormatBytes(length), *free,
@@ -117,23 +117,23 @@ absl::Status HugetlbUnavailable(PageSize size, std::size_t length, int err) {
       needed, std::strerror(err), also, fix, kAllowFallback));
 }
 
-absl::Status ThpUnavailable(std::size_t length, bool eligible, std::string_view detail) {
+absl::Status ThpMissing(std::size_t length, bool eligible, std::string_view detail) {
   const std::string enabled = ReadSysfsChoice("/sys/kernel/mm/transparent_hugepage/enabled");
   if (enabled != "always" && enabled != "madvise") {
-    return absl::UnavailableError(absl::StrFormat(
+    return absl::FailedPreconditionError(absl::StrFormat(
         "no transparent huge pages for a %s chunk: /sys/kernel/mm/transparent_hugepage/enabled is "
         "[%s]%s: enable them with `echo madvise > /sys/kernel/mm/transparent_hugepage/enabled`, "
         "use hugetlb pages (PoolOptions::page_size = PageSize::k2M), or %s",
         FormatBytes(length), enabled, detail, kAllowFallback));
   }
   if (!eligible) {
-    return absl::UnavailableError(absl::StrFormat(
+    return absl::FailedPreconditionError(absl::StrFormat(
         "a %s chunk is not eligible for transparent huge pages (THPeligible is 0 although THP is "
         "[%s])%s: check whether this process disabled THP (prctl PR_SET_THP_DISABLE), use "
         "hugetlb pages (PoolOptions::page_size = PageSize::k2M), or %s",
         FormatBytes(length), enabled, detail, kAllowFallback));
   }
-  return absl::UnavailableError(absl::StrFormat(
+  return absl::FailedPreconditionError(absl::StrFormat(
       "the kernel gave no transparent huge pages to a %s chunk (THP [%s], defrag [%s])%s: free "
       "memory is probably fragmented; try `echo 1 > /proc/sys/vm/compact_memory`, use hugetlb "
       "pages (PoolOptions::page_size = PageSize::k2M with vm.nr_hugepages reserved), or %s",
@@ -184,7 +184,7 @@ absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize si
                     (size == PageSize::k1G ? kMapHuge1G : kMapHuge2M) |
                     (populate ? MAP_POPULATE : 0);
   void* fresh = Mmap(Call::kMapHugetlb, nullptr, length, flags);
-  if (fresh == MAP_FAILED) return HugetlbUnavailable(size, length, errno);  // range untouched
+  if (fresh == MAP_FAILED) return HugetlbMissing(size, length, errno);  // range untouched
   if (fresh != at) {
     counters().mmap.fetch_add(1, std::memory_order_relaxed);  // mremap counts as an mmap
     const int injected = InjectedFault(Call::kMremap, length);
@@ -206,7 +206,7 @@ absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize si
       if (Mmap(Call::kMapHugetlb, at, length, flags | MAP_FIXED) == MAP_FAILED) {
         const int map_err = errno;
         Rereserve(at, length);
-        return HugetlbUnavailable(size, length, map_err);
+        return HugetlbMissing(size, length, map_err);
       }
     }
   }
@@ -236,8 +236,8 @@ absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp,
   if (thp) {
     if (const int err = Madvise(at, length, MADV_HUGEPAGE); err != 0 && require) {
       Rereserve(at, length);  // EINVAL: a kernel built without THP
-      return ThpUnavailable(length, /*eligible=*/false,
-                            absl::StrFormat("; madvise(MADV_HUGEPAGE): %s", std::strerror(err)));
+      return ThpMissing(length, /*eligible=*/false,
+                        absl::StrFormat("; madvise(MADV_HUGEPAGE): %s", std::strerror(err)));
     }
   } else {
     // Honour "at most 4 KiB" even when THP is in `always` mode (and so keep khugepaged away).
@@ -257,7 +257,7 @@ absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp,
   if (populate && got->huge_bytes == 0) got->page_size = PageSize::k4K;
   if (thp && require && got->page_size != PageSize::kTransparent) {
     Rereserve(at, length);
-    return ThpUnavailable(length, eligible, "");
+    return ThpMissing(length, eligible, "");
   }
   return got;
 }
@@ -284,9 +284,7 @@ absl::StatusOr<MappedChunk> MapChunkImpl(void* at, std::size_t length, PageSize 
         "of %s",
         FormatBytes(PageBytes(largest)), FormatBytes(length), at, FormatBytes(PageBytes(largest))));
   }
-  for (PageSize s : {PageSize::k1G, PageSize::k2M, PageSize::kTransparent, PageSize::k4K}) {
-    if (s < largest) continue;  // PageSize is ordered largest first
-    if (require && s != largest) break;
+  for (PageSize s : PageSizesToTry(largest, require)) {
     if (!fits(s)) continue;
     if (s == PageSize::k1G || s == PageSize::k2M) {
       absl::StatusOr<MappedChunk> got = MapHugetlb(at, length, s, populate);
@@ -299,6 +297,15 @@ absl::StatusOr<MappedChunk> MapChunkImpl(void* at, std::size_t length, PageSize 
 }
 
 }  // namespace
+
+std::vector<PageSize> PageSizesToTry(PageSize largest, bool require) {
+  if (require) return {largest};
+  std::vector<PageSize> sizes;
+  for (PageSize s : {PageSize::k1G, PageSize::k2M, PageSize::kTransparent, PageSize::k4K}) {
+    if (s >= largest) sizes.push_back(s);  // PageSize is ordered largest first
+  }
+  return sizes;
+}
 
 absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
                                      bool populate) {

@@ -12,33 +12,13 @@
 #include <string>
 #include <string_view>
 
+#include "os/kernel_fields.h"
 #include "os/os.h"
 
 namespace pinpool::internal::os {
 namespace {
 
 constexpr int kCapIpcLock = 14;
-
-// The value after "`key`:" in /proc/self/status, without leading blanks; empty if absent.
-std::string_view StatusField(std::string_view status, std::string_view key) {
-  for (std::size_t at = 0; at < status.size();) {
-    const std::size_t nl = status.find('\n', at);
-    std::string_view line = status.substr(at, nl == std::string_view::npos ? nl : nl - at);
-    at = nl == std::string_view::npos ? status.size() : nl + 1;
-    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ':') {
-      line.remove_prefix(key.size() + 1);
-      while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
-      return line;
-    }
-  }
-  return {};
-}
-
-std::uint64_t ParseNumber(std::string_view text, int base) {
-  std::uint64_t v = 0;
-  std::from_chars(text.data(), text.data() + text.size(), v, base);
-  return v;
-}
 
 }  // namespace
 
@@ -50,9 +30,9 @@ MemlockState QueryMemlock() noexcept {
         limit.rlim_cur == RLIM_INFINITY ? SIZE_MAX : static_cast<std::size_t>(limit.rlim_cur);
   }
   if (auto status = ReadKernelFile("/proc/self/status"); status.ok()) {
-    state.locked = ParseNumber(StatusField(*status, "VmLck"), 10) << 10;  // "123 kB"
-    state.pinned = ParseNumber(StatusField(*status, "VmPin"), 10) << 10;
-    state.exempt = (ParseNumber(StatusField(*status, "CapEff"), 16) >> kCapIpcLock) & 1;
+    state.locked = KernelFieldBytes(*status, "VmLck").value_or(0);
+    state.pinned = KernelFieldBytes(*status, "VmPin").value_or(0);
+    state.exempt = (KernelFieldNumber(*status, "CapEff", 16).value_or(0) >> kCapIpcLock) & 1;
   }
   return state;
 }

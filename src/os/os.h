@@ -9,10 +9,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "pinpool/keys.h"
+#include "pinpool/page_size.h"
 
 namespace pinpool::internal::os {
 
@@ -66,6 +68,11 @@ absl::StatusOr<Range> Reserve(std::size_t length, std::size_t alignment);
 // for the chunk_bytes counter).
 void Release(Range range, std::size_t chunk_bytes = 0) noexcept;
 
+// The page sizes MapChunk tries, in order, for a policy: from `largest` down through the smaller
+// ones (1G, 2M, THP, 4K), or `largest` alone when it is required. (MapChunk also skips a size the
+// chunk's address or length is not a multiple of.) pinpool-info's plan walks the same list.
+std::vector<PageSize> PageSizesToTry(PageSize largest, bool require);
+
 struct MappedChunk {
   PageSize page_size = PageSize::k4K;  // verified from /proc/self/smaps
   std::size_t huge_bytes = 0;          // bytes backed by huge pages
@@ -75,8 +82,8 @@ struct MappedChunk {
 // (hugetlb 1G, hugetlb 2M, THP, 4K; a size is skipped when `length` or `at` is not a multiple of
 // it). With `require`, only `largest` is tried and getting less is an error. With `populate`,
 // every page is faulted in before returning. Marks the range MADV_DONTFORK. On error the range is
-// left reserved exactly as before. Errors: kUnavailable (required huge pages not available, with
-// the sysctl to fix it), kResourceExhausted (out of memory).
+// left reserved exactly as before. Errors: kFailedPrecondition (required huge pages not available,
+// with the sysctl to fix it), kResourceExhausted (out of memory).
 absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
                                      bool populate);
 // Gives the chunk's pages back and turns the range into a reservation again.
@@ -92,6 +99,14 @@ struct MemlockState {
   std::size_t locked = 0;  // VmLck of this process (mlock)
   std::size_t pinned = 0;  // VmPin of this process (RDMA registrations, io_uring buffers)
   bool exempt = false;     // CAP_IPC_LOCK in the effective set: the limit does not apply
+
+  // What may still be locked or pinned on top of `used` (VmLck or VmPin: the kernel checks each
+  // counter against the limit on its own): the limit minus `used`, 0 when over it; nullopt when
+  // the limit does not apply (CAP_IPC_LOCK, or unlimited). The one such computation in pinpool.
+  std::optional<std::size_t> Headroom(std::size_t used) const noexcept {
+    if (exempt || limit == SIZE_MAX) return std::nullopt;
+    return used >= limit ? 0 : limit - used;
+  }
 };
 MemlockState QueryMemlock() noexcept;
 

@@ -53,10 +53,10 @@ int ErrnoFor(absl::StatusCode code) noexcept {
       return -EINVAL;
     case absl::StatusCode::kResourceExhausted:
       return -ENOMEM;
+    case absl::StatusCode::kFailedPrecondition:  // required huge pages missing: fix, then retry
     case absl::StatusCode::kUnavailable:
       return -EAGAIN;
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kFailedPrecondition:  // e.g. io_uring forbidden: no long-term pin
+    case absl::StatusCode::kPermissionDenied:  // e.g. io_uring forbidden: no long-term pin
       return -EPERM;
     case absl::StatusCode::kNotFound:
       return -ENODEV;

@@ -51,7 +51,8 @@ void GrantRegistry::EndLocked(void* block, GrantHolder* holder, std::uint64_t id
   ChunkEntriesChanged(block, -1);
 }
 
-GrantRegistry::FreeOutcome GrantRegistry::OnFreeLocked(void* block, std::size_t size) {
+GrantRegistry::FreeOutcome GrantRegistry::OnFreeLocked(void* block, std::size_t size,
+                                                       GrantLock& lock) {
   auto it = entries_.find(reinterpret_cast<std::uintptr_t>(block));
   if (it == entries_.end()) return FreeOutcome::kNotGranted;
   Entry& e = it->second;
@@ -64,7 +65,7 @@ GrantRegistry::FreeOutcome GrantRegistry::OnFreeLocked(void* block, std::size_t 
   // Revoking may end grants at once (EndLocked erases from e.grants, or the whole entry): walk
   // a copy, and do not touch `e` afterwards.
   const auto grants = e.grants;
-  for (const auto& [holder, id] : grants) holder->RevokeForFreeLocked(id);
+  for (const auto& [holder, id] : grants) holder->RevokeForFree(lock, id);
   return FreeOutcome::kHeld;
 }
 

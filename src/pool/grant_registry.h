@@ -9,10 +9,11 @@
 // While a chunk holds any granted or held block, the arena tags its chunk table entry, which
 // sends every free in that chunk to the pool's slow path, where OnFreeLocked decides.
 //
-// Thread safety: one mutex (mu()) guards the registry and, by convention, every RemoteAccess of
+// Thread safety: one mutex (mu()) guards the registry and, by convention, every grant holder of
 // the pool: grant, revoke, completion and free of a granted block are serialized per pool. The
-// *Locked methods require it. Blocks released by an ended grant are collected
-// (TakeReleasedLocked) and freed to the heap by the caller after unlocking.
+// public face of that mutex is pinpool::GrantLock (pinpool/grant_lock.h), through which holders
+// use the registry; the *Locked methods require it. Blocks released by an ended grant are
+// collected (TakeReleasedLocked) and freed by the GrantLock after unlocking.
 #ifndef PINPOOL_POOL_GRANT_REGISTRY_H_
 #define PINPOOL_POOL_GRANT_REGISTRY_H_
 
@@ -24,23 +25,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "arena/arena.h"
+#include "pinpool/grant_lock.h"
 #include "pinpool/stats.h"
 #include "util/mutex.h"
 
 namespace pinpool::internal {
-
-// What holds grants (a RemoteAccess): the registry asks it to revoke a grant whose block was
-// freed.
-class GrantHolder {
- public:
-  // Starts revoking grant `id` (the block it reaches was freed); called with the registry's
-  // mutex held. It may end the grant at once (EndLocked) or later, when the revocation is
-  // confirmed.
-  virtual void RevokeForFreeLocked(std::uint64_t id) = 0;
-
- protected:
-  ~GrantHolder() = default;
-};
 
 class GrantRegistry {
  public:
@@ -63,8 +52,9 @@ class GrantRegistry {
     kHeld,         // held until its grants end; their revocation has been started
     kAlreadyHeld,  // freed before and still held: a double free
   };
-  // The application frees `block` (`size` as it named it, 0 when unknown).
-  FreeOutcome OnFreeLocked(void* block, std::size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The application frees `block` (`size` as it named it, 0 when unknown); `lock` holds mu().
+  FreeOutcome OnFreeLocked(void* block, std::size_t size, GrantLock& lock)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when a grant reaches the block starting at `block`, or it is held.
   bool ReachableLocked(const void* block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when the block starting at `block` was freed and is held.
@@ -77,7 +67,8 @@ class GrantRegistry {
   // Held blocks whose last grant has ended since the last call: the caller frees them.
   std::vector<Released> TakeReleasedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // RemoteAccess objects of the pool: a pool must not be destroyed while one lives.
+  // Grant holders of the pool (RemoteAccess, FabricAccess): a pool must not be destroyed while
+  // one lives.
   void AddHolderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { ++holders_; }
   void RemoveHolderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --holders_; }
   std::size_t holders() {

@@ -6,10 +6,12 @@
 #include <utility>
 
 #include "arena/arena.h"
-#include "domain/verbs_windows.h"
+#include "domain/verbs/windows.h"
 #include "heap/heap.h"
+#include "pinpool/grant_lock.h"
 #include "pinpool/verbs.h"
 #include "pool/grant_registry.h"
+#include "pool/validate_options.h"
 #include "util/bytes.h"
 #include "util/check.h"
 #include "util/status_macros.h"
@@ -19,12 +21,25 @@ namespace pinpool {
 using internal::IsPowerOfTwo;
 
 absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
+  PINPOOL_RETURN_IF_ERROR(internal::ValidatePoolOptions(options));
+  if (options.domains.empty()) {
+    // The default pins long-term or fails saying why; it never falls back to mlock.
+    PINPOOL_ASSIGN_OR_RETURN(std::shared_ptr<Domain> pin, MakeLongTermPinDomain());
+    options.domains.push_back(std::move(pin));
+  }
+  internal::ArenaConfig config{.chunk_size = options.chunk_size,
+                               .max_chunks = options.budget / options.chunk_size,
+                               .page_size = options.page_size,
+                               .require_page_size = options.require_page_size,
+                               .populate = options.populate,
+                               .domains = options.domains};
   PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Arena> arena,
-                           internal::Arena::Create(std::move(options)));
+                           internal::Arena::Create(std::move(config)));
   PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Heap> heap,
-                           internal::Heap::Create(arena.get(), arena->options().debug_checks));
+                           internal::Heap::Create(arena.get(), options.debug_checks));
   std::unique_ptr<Pool> pool(new Pool(std::move(arena), std::move(heap)));
-  PINPOOL_RETURN_IF_ERROR(pool->Reserve(pool->options().initial_size));
+  pool->options_ = std::move(options);
+  PINPOOL_RETURN_IF_ERROR(pool->Reserve(pool->options_.initial_size));
   return pool;
 }
 
@@ -65,10 +80,12 @@ void StoreForLater(T& field, T value) {
 // slow path's CheckAlive, as long as the Pool's own memory has not been reused. heap_ goes first:
 // jemalloc lets go of the chunks before they are unmapped.
 Pool::~Pool() {
-  PINPOOL_CHECK(grants_->holders() == 0,
-                "pool %p destroyed while %zu RemoteAccess objects still use it: destroy them "
-                "first (a peer could still reach the pool's memory)",
-                static_cast<const void*>(this), grants_->holders());
+  PINPOOL_CHECK(
+      grants_->holders() == 0,
+      "pool %p destroyed while %zu grant holders (RemoteAccess, FabricAccess) still use it: "
+      "destroy them "
+      "first (a peer could still reach the pool's memory)",
+      static_cast<const void*>(this), grants_->holders());
   StoreForLater(heap_id_, internal::Heap::kDeadId);
   StoreForLater(range_size_, std::size_t{0});
   StoreForLater(alive_, kDestroyed);
@@ -150,18 +167,15 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
   if ((entry & internal::Arena::kSlowFreeTag) != 0) {
     // A granted block is held until every revocation has completed (grant_registry.h); those
     // that complete at once (range regions) release it, or others, right away.
-    std::vector<internal::GrantRegistry::Released> released;
     internal::GrantRegistry::FreeOutcome outcome;
     {
-      internal::MutexLock lock(&grants_->mu());
-      outcome = grants_->OnFreeLocked(data, size);
-      released = grants_->TakeReleasedLocked();
+      GrantLock lock(*this);  // frees what the revocations released when it goes
+      outcome = grants_->OnFreeLocked(data, size, lock);
     }
     PINPOOL_CHECK(outcome != internal::GrantRegistry::FreeOutcome::kAlreadyHeld,
                   "Deallocate(%p): the block is free already (a double free: it is still held "
                   "until its remote grants are revoked)",
                   data);
-    for (const auto& r : released) heap_->Free(r.block, r.size, "Deallocate");
     if (outcome == internal::GrantRegistry::FreeOutcome::kHeld) return;
   }
   heap_->Free(data, size, "Deallocate");
@@ -178,7 +192,7 @@ Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
   heap_->CheckBlock(data, 0, "Reallocate");
   if (new_size == 0 || new_size > max_block_size()) return {};
   if ((arena_->EntryOf(data) & internal::Arena::kSlowFreeTag) != 0) {
-    internal::MutexLock lock(&grants_->mu());
+    GrantLock lock(*this);
     if (grants_->ReachableLocked(data)) return {};  // a peer may be using it: never moved
   }
   void* p = heap_->Reallocate(data, new_size);
@@ -217,13 +231,33 @@ absl::Status Pool::last_growth_error() const { return arena_->last_growth_error(
 PoolStats Pool::GetStats() const {
   CheckAlive("GetStats");
   PoolStats stats;
-  arena_->FillStats(stats);
+  const internal::os::MemlockState memlock = internal::os::QueryMemlock();
+  const internal::ArenaStats a = arena_->Stats();
+  stats.reserved_bytes = a.reserved_bytes;
+  stats.budget_bytes = a.max_chunks * a.chunk_size;
+  stats.mapped_bytes = a.chunks.size() * a.chunk_size;
+  stats.pinned_bytes = a.pinned_bytes;
+  stats.locked_bytes = a.locked_bytes;
+  stats.growths = a.chunks.size();
+  stats.growth_failures = a.growth_failures;
+  stats.memlock_limit = memlock.limit;
+  stats.process_locked_bytes = memlock.locked;
+  stats.process_pinned_bytes = memlock.pinned;
+  stats.memlock_exempt = memlock.exempt;
+  for (const ChunkInfo& c : a.chunks) {
+    stats.chunks.push_back({c.base, c.size, c.page_size, c.huge_bytes, c.index,
+                            std::vector<Keys>(c.keys, c.keys + c.domain_count)});
+  }
+  for (const internal::ArenaStats::DomainCounters& d : a.domains) {
+    stats.domains.push_back(
+        {d.name, d.kind, d.pinning, d.registrations, d.registered_bytes, d.seconds, d.max_seconds});
+  }
   const internal::Heap::ByteCounts counts = heap_->Counts();
   stats.allocated_bytes = counts.allocated;
   stats.heap_active_bytes = counts.active;
   stats.thread_caches = heap_->ThreadCacheCount();
   stats.grants = grants_->Stats();
-  for (const auto& d : arena_->options().domains) {
+  for (const auto& d : arena_->domains()) {
     const auto* verbs = dynamic_cast<const VerbsDomain*>(d.get());
     const internal::WindowPool* windows =
         verbs ? internal::VerbsDomainInternals::Windows(*verbs) : nullptr;
@@ -237,7 +271,7 @@ PoolStats Pool::GetStats() const {
   return stats;
 }
 
-const PoolOptions& Pool::options() const noexcept { return arena_->options(); }
+const PoolOptions& Pool::options() const noexcept { return options_; }
 
 std::size_t Pool::chunk_size() const noexcept { return arena_->chunk_size(); }
 

@@ -15,36 +15,21 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "domain/verbs_device.h"
-#include "domain/verbs_windows.h"
-#include "pool/grant_registry.h"
+#include "domain/verbs/device.h"
+#include "domain/verbs/windows.h"
+#include "pinpool/grant_lock.h"
 #include "util/bytes.h"
 #include "util/check.h"
 #include "util/status_macros.h"
 
 namespace pinpool {
 
-using internal::GrantRegistry;
-using internal::MutexLock;
 using internal::WindowPool;
 
-const char* GrantMechanismName(GrantMechanism m) noexcept {
-  switch (m) {
-    case GrantMechanism::kAuto:
-      return "auto";
-    case GrantMechanism::kWindow:
-      return "window";
-    case GrantMechanism::kRegion:
-      return "region";
-  }
-  return "unknown";
-}
-
-class RemoteAccess::Impl final : public internal::GrantHolder {
+class RemoteAccess::Impl final : public GrantHolder {
  public:
   struct Setup {
     Pool* pool;
-    GrantRegistry* registry;
     std::shared_ptr<VerbsDomain> domain;  // kept alive: its PD and window pool
     ibv_qp* qp;
     RemoteAccessOptions options;
@@ -55,14 +40,14 @@ class RemoteAccess::Impl final : public internal::GrantHolder {
 
   explicit Impl(Setup s)
       : s_(std::move(s)), windows_(internal::VerbsDomainInternals::Windows(*s_.domain)) {
-    MutexLock lock(&s_.registry->mu());
-    s_.registry->AddHolderLocked();
+    GrantLock lock(*s_.pool);
+    lock.AddHolder();
   }
 
   ~Impl() {
-    RevokeAllNow();
-    MutexLock lock(&s_.registry->mu());
-    s_.registry->RemoveHolderLocked();
+    GrantLock lock(*s_.pool);
+    RevokeAllLocked(lock);
+    lock.RemoveHolder();
   }
 
   absl::StatusOr<RemoteGrant> Grant(const Block& block, std::size_t offset, std::size_t length,
@@ -74,15 +59,15 @@ class RemoteAccess::Impl final : public internal::GrantHolder {
 
   const Setup& setup() const noexcept { return s_; }
   std::size_t live_grants() const {
-    MutexLock lock(&s_.registry->mu());
+    GrantLock lock(*s_.pool);
     return live_;
   }
   std::size_t pending_revocations() const {
-    MutexLock lock(&s_.registry->mu());
+    GrantLock lock(*s_.pool);
     return revoking_;
   }
 
-  void RevokeForFreeLocked(std::uint64_t id) override;
+  void RevokeForFree(GrantLock& lock, std::uint64_t id) override;
 
  private:
   enum class State : std::uint8_t {
@@ -105,34 +90,22 @@ class RemoteAccess::Impl final : public internal::GrantHolder {
   std::uint64_t WrId(std::uint32_t slot) const noexcept {
     return (std::uint64_t{s_.options.wr_id_tag} << 32) | slot;
   }
-  GrantStats& counters() { return s_.registry->countersLocked(); }
-  // Released blocks go back to the pool once the lock is dropped.
-  void FreeReleased(std::vector<GrantRegistry::Released> released) {
-    for (const auto& r : released) {
-      if (r.size == 0) {
-        s_.pool->Deallocate(r.block);
-      } else {
-        s_.pool->Deallocate(r.block, r.size);
-      }
-    }
-  }
-
-  absl::StatusOr<RemoteGrant> GrantWindowLocked(Record& r, ibv_mr* chunk_mr, RemoteRights rights)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
-  absl::StatusOr<RemoteGrant> GrantRegionLocked(Record& r, RemoteRights rights)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
-  // Starts revoking a live grant; false for a region whose deregistration failed.
-  absl::Status RevokeLocked(std::uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
-  // The grant can no longer be used by any peer: tell the registry (which may release its block).
-  void EndGrantLocked(Record& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
+  // Each *Locked method runs under the pool's grant lock, which `lock` holds.
+  absl::StatusOr<RemoteGrant> GrantWindowLocked(GrantLock& lock, Record& r, ibv_mr* chunk_mr,
+                                                RemoteRights rights);
+  absl::StatusOr<RemoteGrant> GrantRegionLocked(GrantLock& lock, Record& r, RemoteRights rights);
+  // Starts revoking a live grant; an error for a region whose deregistration failed.
+  absl::Status RevokeLocked(GrantLock& lock, std::uint32_t slot);
+  // The grant can no longer be used by any peer: tell the pool (which may release its block).
+  void EndGrantLocked(GrantLock& lock, Record& r);
   // Forgets a record whose window (if any) is back in the pool or discarded.
-  void EraseLocked(std::uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
-  void RevokeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
-  std::uint32_t NewSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.registry->mu());
+  void EraseLocked(std::uint32_t slot);
+  void RevokeAllLocked(GrantLock& lock);
+  std::uint32_t NewSlotLocked();
 
   Setup s_;
   WindowPool* const windows_;  // null when the device has no type 2 windows
-  // Guarded by the registry's mutex (s_.registry->mu()).
+  // Guarded by the pool's grant lock.
   std::vector<Record> slots_;
   std::vector<std::uint32_t> free_slots_;
   std::unordered_map<std::uint64_t, std::uint32_t> by_id_;    // records alive
@@ -182,17 +155,16 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::Grant(const Block& block, std::s
   s_.pool->UsableSize(block.data());
   auto* chunk_mr = static_cast<ibv_mr*>(where->keys(s_.options.domain).handle);
 
-  std::vector<GrantRegistry::Released> released;
   absl::StatusOr<RemoteGrant> grant;
   {
-    MutexLock lock(&s_.registry->mu());
+    GrantLock lock(*s_.pool);
     if (closed_) {
       return absl::FailedPreconditionError(
           "RemoteAccess::Grant: this connection's grants were all revoked (RevokeAllNow, or a "
           "work request pinpool posted failed because the QP is in the error state); create a "
           "new RemoteAccess for a new connection");
     }
-    if (s_.registry->HeldLocked(block.data())) {
+    if (lock.Held(block.data())) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "RemoteAccess::Grant: block %p was freed (it is held until its grants are revoked)",
           block.data()));
@@ -204,8 +176,8 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::Grant(const Block& block, std::s
     r.block = block.data();
     r.address = reinterpret_cast<std::uintptr_t>(block.data()) + offset;
     r.length = static_cast<std::uint32_t>(length);
-    grant = s_.mechanism == GrantMechanism::kWindow ? GrantWindowLocked(r, chunk_mr, rights)
-                                                    : GrantRegionLocked(r, rights);
+    grant = s_.mechanism == GrantMechanism::kWindow ? GrantWindowLocked(lock, r, chunk_mr, rights)
+                                                    : GrantRegionLocked(lock, r, rights);
     if (!grant.ok()) {
       free_slots_.push_back(slot);
       return grant.status();
@@ -213,17 +185,16 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::Grant(const Block& block, std::s
     ++next_id_;
     by_id_[r.id] = slot;
     ++live_;
-    GrantStats& c = counters();
+    GrantStats& c = lock.counters();
     ++c.grants;
     ++c.live;
-    s_.registry->AddLocked(block.data(), block.size(), this, r.id);
-    released = s_.registry->TakeReleasedLocked();
+    lock.Begin(block, *this, r.id);
   }
-  FreeReleased(std::move(released));
   return grant;
 }
 
-absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantWindowLocked(Record& r, ibv_mr* chunk_mr,
+absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantWindowLocked(GrantLock& lock, Record& r,
+                                                                  ibv_mr* chunk_mr,
                                                                   RemoteRights rights) {
   PINPOOL_ASSIGN_OR_RETURN(ibv_mw * mw, windows_->Take(s_.options.min_idle_windows));
   const std::uint32_t rkey = ibv_inc_rkey(mw->rkey);
@@ -258,7 +229,7 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantWindowLocked(Record& r, ibv
   r.mw = mw;
   r.rkey = rkey;
   by_rkey_[rkey] = slot;
-  ++counters().window_binds;
+  ++lock.counters().window_binds;
   return RemoteGrant{.id = r.id,
                      .address = r.address,
                      .rkey = RKey{rkey},
@@ -267,7 +238,8 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantWindowLocked(Record& r, ibv
                      .range_enforced = s_.range_enforced};
 }
 
-absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantRegionLocked(Record& r, RemoteRights rights) {
+absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantRegionLocked(GrantLock& lock, Record& r,
+                                                                  RemoteRights rights) {
   const int access = ((rights.write || rights.atomic) ? IBV_ACCESS_LOCAL_WRITE : 0) |
                      (rights.read ? IBV_ACCESS_REMOTE_READ : 0) |
                      (rights.write ? IBV_ACCESS_REMOTE_WRITE : 0) |
@@ -288,7 +260,7 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantRegionLocked(Record& r, Rem
   }
   r.mr = mr;
   r.rkey = mr->rkey;
-  ++counters().region_registrations;
+  ++lock.counters().region_registrations;
   return RemoteGrant{.id = r.id,
                      .address = r.address,
                      .rkey = RKey{mr->rkey},
@@ -297,17 +269,17 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantRegionLocked(Record& r, Rem
                      .range_enforced = true};
 }
 
-void RemoteAccess::Impl::EndGrantLocked(Record& r) {
+void RemoteAccess::Impl::EndGrantLocked(GrantLock& lock, Record& r) {
   if (r.state == State::kLive) {
     --live_;
-    --counters().live;
+    --lock.counters().live;
   } else if (r.state == State::kRevoking) {
     --revoking_;
-    --counters().revoking;
+    --lock.counters().revoking;
   }
   r.state = State::kEnded;
   if (r.mw != nullptr) by_rkey_.erase(r.rkey);
-  s_.registry->EndLocked(r.block, this, r.id);
+  lock.End(r.block, *this, r.id);
 }
 
 void RemoteAccess::Impl::EraseLocked(std::uint32_t slot) {
@@ -316,7 +288,7 @@ void RemoteAccess::Impl::EraseLocked(std::uint32_t slot) {
   free_slots_.push_back(slot);
 }
 
-absl::Status RemoteAccess::Impl::RevokeLocked(std::uint32_t slot) {
+absl::Status RemoteAccess::Impl::RevokeLocked(GrantLock& lock, std::uint32_t slot) {
   Record& r = slots_[slot];
   if (r.state != State::kLive) return absl::OkStatus();
   if (r.mr != nullptr) {
@@ -326,8 +298,8 @@ absl::Status RemoteAccess::Impl::RevokeLocked(std::uint32_t slot) {
           "stays live and its block held",
           r.id, std::strerror(err)));
     }
-    ++counters().region_deregistrations;
-    EndGrantLocked(r);
+    ++lock.counters().region_deregistrations;
+    EndGrantLocked(lock, r);
     EraseLocked(slot);
     return absl::OkStatus();
   }
@@ -342,15 +314,15 @@ absl::Status RemoteAccess::Impl::RevokeLocked(std::uint32_t slot) {
     r.inv_posted = true;
     --live_;
     ++revoking_;
-    --counters().live;
-    ++counters().revoking;
+    --lock.counters().live;
+    ++lock.counters().revoking;
     return absl::OkStatus();
   }
   // The send queue cannot take the invalidation: deallocating the window invalidates it at
   // once instead (a kernel command; the pool allocates a replacement later).
   if (windows_->Discard(r.mw)) {
-    ++counters().windows_discarded;
-    EndGrantLocked(r);
+    ++lock.counters().windows_discarded;
+    EndGrantLocked(lock, r);
     EraseLocked(slot);
     return absl::OkStatus();
   }
@@ -361,32 +333,29 @@ absl::Status RemoteAccess::Impl::RevokeLocked(std::uint32_t slot) {
 }
 
 absl::Status RemoteAccess::Impl::Revoke(std::uint64_t id) {
-  std::vector<GrantRegistry::Released> released;
   absl::Status status;
   {
-    MutexLock lock(&s_.registry->mu());
+    GrantLock lock(*s_.pool);
     auto it = by_id_.find(id);
     if (it == by_id_.end()) {
       if (id != 0 && id < next_id_) return absl::OkStatus();  // ended already
       return absl::NotFoundError(
           absl::StrFormat("RemoteAccess::Revoke: this connection never issued grant %d", id));
     }
-    status = RevokeLocked(it->second);
-    released = s_.registry->TakeReleasedLocked();
+    status = RevokeLocked(lock, it->second);
   }
-  FreeReleased(std::move(released));
   return status;
 }
 
-void RemoteAccess::Impl::RevokeForFreeLocked(std::uint64_t id) {
+void RemoteAccess::Impl::RevokeForFree(GrantLock& lock, std::uint64_t id) {
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return;
   // A region whose deregistration failed keeps its block held: never unsafe.
-  RevokeLocked(it->second).IgnoreError();
+  RevokeLocked(lock, it->second).IgnoreError();
 }
 
 bool RemoteAccess::Impl::Ended(std::uint64_t id) const {
-  MutexLock lock(&s_.registry->mu());
+  GrantLock lock(*s_.pool);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return id != 0 && id < next_id_;
   return slots_[it->second].state == State::kEnded;
@@ -394,10 +363,9 @@ bool RemoteAccess::Impl::Ended(std::uint64_t id) const {
 
 bool RemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
   if (wc.qp_num != s_.qp->qp_num) return false;
-  std::vector<GrantRegistry::Released> released;
   bool ours = false;
   {
-    MutexLock lock(&s_.registry->mu());
+    GrantLock lock(*s_.pool);
     const bool receive = (wc.opcode & IBV_WC_RECV) != 0;
     if (!receive && (wc.wr_id >> 32) == s_.options.wr_id_tag) {
       ours = true;
@@ -405,13 +373,13 @@ bool RemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
       if (wc.status != IBV_WC_SUCCESS) {
         // A bind or an invalidation failed: the QP is in the error state now, and what its
         // windows reach can only be made safe by deallocating them.
-        RevokeAllLocked();
+        RevokeAllLocked(lock);
       } else if (wc.opcode == IBV_WC_LOCAL_INV && slot < slots_.size() && slots_[slot].inv_posted) {
         Record& r = slots_[slot];
         r.inv_posted = false;
         if (r.state != State::kEnded) {
-          ++counters().local_invalidations;
-          EndGrantLocked(r);
+          ++lock.counters().local_invalidations;
+          EndGrantLocked(lock, r);
         }
         windows_->Return(r.mw);
         EraseLocked(slot);
@@ -423,47 +391,40 @@ bool RemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
       if (it != by_rkey_.end()) {
         const std::uint32_t slot = it->second;
         Record& r = slots_[slot];
-        ++counters().peer_invalidations;
-        EndGrantLocked(r);
+        ++lock.counters().peer_invalidations;
+        EndGrantLocked(lock, r);
         if (!r.inv_posted) {  // else the window returns with our LOCAL_INV's completion
           windows_->Return(r.mw);
           EraseLocked(slot);
         }
       }
     }
-    released = s_.registry->TakeReleasedLocked();
   }
-  FreeReleased(std::move(released));
   return ours;
 }
 
-void RemoteAccess::Impl::RevokeAllLocked() {
+void RemoteAccess::Impl::RevokeAllLocked(GrantLock& lock) {
   closed_ = true;
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
     Record& r = slots_[slot];
     if (r.id == 0) continue;
     if (r.mr != nullptr) {
       if (ibv_dereg_mr(r.mr) != 0) continue;  // stays live: its block stays held
-      ++counters().region_deregistrations;
+      ++lock.counters().region_deregistrations;
     } else {
       // Deallocation invalidates the window wherever it is bound, whatever our queued work
       // requests do later (the QP is failing or going away).
       if (!windows_->Discard(r.mw)) continue;
-      ++counters().windows_discarded;
+      ++lock.counters().windows_discarded;
     }
-    if (r.state != State::kEnded) EndGrantLocked(r);
+    if (r.state != State::kEnded) EndGrantLocked(lock, r);
     EraseLocked(slot);
   }
 }
 
 void RemoteAccess::Impl::RevokeAllNow() {
-  std::vector<GrantRegistry::Released> released;
-  {
-    MutexLock lock(&s_.registry->mu());
-    RevokeAllLocked();
-    released = s_.registry->TakeReleasedLocked();
-  }
-  FreeReleased(std::move(released));
+  GrantLock lock(*s_.pool);
+  RevokeAllLocked(lock);
 }
 
 // --- RemoteAccess ------------------------------------------------------------------------------
@@ -509,7 +470,6 @@ absl::StatusOr<std::unique_ptr<RemoteAccess>> RemoteAccess::Create(
         internal::VerbsDomainInternals::Windows(*domain)->Reserve(options.min_idle_windows + 1));
   }
   Impl::Setup setup{.pool = &pool,
-                    .registry = pool.grants_.get(),
                     .domain = std::move(domain),
                     .qp = qp,
                     .options = options,

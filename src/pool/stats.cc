@@ -9,13 +9,12 @@
 #include <optional>
 
 #include "absl/strings/str_format.h"
+#include "os/os.h"
 #include "pool/json.h"
 #include "pool/stats_json.h"
 #include "util/bytes.h"
 
 namespace pinpool {
-
-using internal::FormatBytes;
 
 namespace {
 
@@ -47,11 +46,13 @@ std::string KeysText(DomainKind kind, const Keys& k) {
 namespace {
 
 std::optional<std::size_t> Headroom(const PoolStats& s, std::size_t used) {
-  if (s.memlock_exempt || s.memlock_limit == SIZE_MAX) return std::nullopt;
-  return used >= s.memlock_limit ? 0 : s.memlock_limit - used;
+  return internal::os::MemlockState{.limit = s.memlock_limit, .exempt = s.memlock_exempt}.Headroom(
+      used);
 }
 
 }  // namespace
+
+std::string FormatBytes(std::uint64_t bytes) { return internal::FormatBytes(bytes); }
 
 std::optional<std::size_t> PoolStats::pin_headroom() const noexcept {
   return Headroom(*this, process_pinned_bytes);

@@ -8,7 +8,9 @@
 #   - any exported global operator new/delete (_Znwm, _Znam, _ZdlPv, _ZdaPv and variants);
 #   - a NEEDED dependency on a malloc replacement (libjemalloc, libtcmalloc, libmimalloc).
 # For a libpinpool.* it also requires pinpool::Pool::Create to be exported, so that a stripped or
-# empty library cannot pass by exporting nothing.
+# empty library cannot pass by exporting nothing, and that it exports nothing but its public API:
+# no pinpool::internal name anywhere in a demangled symbol (a signature naming an internal type
+# counts), and no symbol outside pinpool:: and pinpool_* (the C API) but their typeinfo/vtables.
 # usage: check-exports.sh <library.so>        exit 0: clean; 1: offending symbols; 2: usage/tools
 set -euo pipefail
 
@@ -48,9 +50,17 @@ while read -r needed; do
   esac
 done < <("$readelf" -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 
-if [[ $(basename "$lib") == libpinpool.* ]] &&
-  ! grep -q '^_ZN7pinpool4Pool6Create' <<<"$exports"; then
-  report "does not export pinpool::Pool::Create: is this really libpinpool?"
+if [[ $(basename "$lib") == libpinpool.* ]]; then
+  if ! grep -q '^_ZN7pinpool4Pool6Create' <<<"$exports"; then
+    report "does not export pinpool::Pool::Create: is this really libpinpool?"
+  fi
+  demangled=$("$nm" -DC --defined-only "$lib" | awk 'NF >= 3 { $1 = ""; $2 = ""; sub(/^  /, ""); print }')
+  while read -r name; do
+    if [[ -n $name ]]; then report "exports an internal symbol: $name"; fi
+  done < <(grep -F 'pinpool::internal' <<<"$demangled" || true)
+  while read -r name; do
+    if [[ -n $name ]]; then report "exports a symbol outside its public API: $name"; fi
+  done < <(grep -vE '^(pinpool::|pinpool_|(typeinfo|typeinfo name|vtable) for pinpool::)' <<<"$demangled" || true)
 fi
 
 count=$(grep -c . <<<"$exports" || true)

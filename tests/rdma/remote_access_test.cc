@@ -225,7 +225,7 @@ TEST_F(RemoteAccessTest, AGrantReachesExactlyItsRangeAndNothingElse) {
 // What pinpool's capability table says of rxe's windows, measured: a WRITE through a window's
 // rkey one byte past the window's end SUCCEEDS on rxe (the kernel checks the region beneath, not
 // the window). If this starts failing with a remote access error, the kernel has been fixed:
-// remove rxe from kUnenforcedWindowBounds (src/domain/verbs_windows.cc) and this expectation.
+// remove rxe from kUnenforcedWindowBounds (src/domain/verbs/windows.cc) and this expectation.
 // On a device that enforces the bounds, the same WRITE must be refused.
 TEST_F(RemoteAccessTest, WindowBoundsAreEnforcedExactlyWhereTheCapabilityTableSaysSo) {
   const WindowSupport& w = server_domain_->windows();
@@ -254,7 +254,7 @@ TEST_F(RemoteAccessTest, WindowBoundsAreEnforcedExactlyWhereTheCapabilityTableSa
   if (rxe_) {
     EXPECT_EQ(*past, IBV_WC_SUCCESS)
         << "rxe refused a WRITE past a window's end: the kernel now enforces window bounds. "
-           "Remove rxe from kUnenforcedWindowBounds (src/domain/verbs_windows.cc) and update "
+           "Remove rxe from kUnenforcedWindowBounds (src/domain/verbs/windows.cc) and update "
            "this test and docs/remote-access.md.";
   } else {
     EXPECT_EQ(*past, IBV_WC_REM_ACCESS_ERR) << StatusName(*past);
@@ -535,7 +535,7 @@ TEST_F(RemoteAccessTest, BadGrantsGetClearErrors) {
   EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
   EXPECT_THAT(std::string(again.status().message()), HasSubstr("was freed"));
   EXPECT_DEATH(server_->Deallocate(a), "double free");
-  EXPECT_DEATH(server_.reset(), "RemoteAccess objects still use it");
+  EXPECT_DEATH(server_.reset(), "grant holders .RemoteAccess, FabricAccess. still use it");
 
   // Another PD's QP, and a domain index that is not verbs.
   std::unique_ptr<RcPair> foreign = Connect(peer_domain_->pd(), peer_domain_->pd());

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "domain/verbs_device.h"
+#include "domain/verbs/device.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 #include "verbs_test_support.h"

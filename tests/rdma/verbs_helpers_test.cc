@@ -14,9 +14,9 @@
 #include <optional>
 #include <string>
 
-#include "domain/verbs_access.h"
-#include "domain/verbs_errors.h"
-#include "domain/verbs_windows.h"
+#include "domain/verbs/access.h"
+#include "domain/verbs/errors.h"
+#include "domain/verbs/windows.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 #include "support/counting_domain.h"
@@ -38,7 +38,7 @@ RegMrContext Context(bool unlimited) {
   c.memlock.limit = unlimited ? SIZE_MAX : 64 * kKiB;
   c.memlock.locked = 0;
   c.memlock.exempt = false;
-  c.pinned = 2 * kMiB;
+  c.memlock.pinned = 2 * kMiB;
   return c;
 }
 

@@ -231,7 +231,7 @@ void CheckPages(const Facts& f, const PoolPlan& plan, std::vector<Finding>& out)
         absl::StrAppendFormat(
             &problem,
             ": with --require-page-size the pool maps only %d of its %d chunks (Pool::Create "
-            "fails with kUnavailable when the first does not fit)",
+            "fails with kFailedPrecondition when the first does not fit)",
             have, plan.chunks);
       } else {
         absl::StrAppendFormat(&problem, ": %d of %d chunks fall back to smaller pages (%s)",
@@ -378,11 +378,11 @@ void CheckForkAndIoUring(const Facts& f, const PoolPlan& plan, std::vector<Findi
     Add(out, "io_uring_no_sparse_buffers", Severity::kWarning,
         absl::StrFormat("%s: pinpool's IoUringDomain needs sparse tables", why.cause), why.fix);
   }
-  if (u.available && plan.chunks > kIoUringMaxBuffers) {
+  if (u.available && plan.chunks > IoUringDomain::kMaxBuffers) {
     Add(out, "io_uring_too_many_chunks", Severity::kNote,
         absl::StrFormat("the budget is %d chunks, more than the %d fixed buffers a ring can "
                         "hold: an IoUringDomain would run out of slots",
-                        plan.chunks, kIoUringMaxBuffers),
+                        plan.chunks, IoUringDomain::kMaxBuffers),
         "use larger chunks (--chunk-size) if the pool registers with io_uring");
   }
 }

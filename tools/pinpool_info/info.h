@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pinpool/io_uring.h"
 #include "pinpool/keys.h"
 #include "pinpool/options.h"
 #include "pinpool/stats.h"
@@ -38,10 +39,6 @@ namespace pinpool::info {
 // Bumped when a JSON field changes meaning or disappears (new fields do not bump it). 2: the
 // pool stats' pinned/locked fields, memlock headroom per counter.
 inline constexpr int kSchemaVersion = 2;
-
-// The io_uring limits pinpool lives within (the kernel's, not queried: there is no interface).
-inline constexpr std::uint64_t kIoUringMaxBufferBytes = std::uint64_t{1} << 30;  // one buffer
-inline constexpr std::uint64_t kIoUringMaxBuffers = 16384;  // IORING_MAX_REG_BUFFERS per ring
 
 // --- command line ------------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 // What a pool with the given options would get on this machine, predicted from the facts the way
-// the library decides (src/arena Validate, src/os MapChunk's page-size order): the options
-// Pool::Create would refuse, the page size of every chunk up to the budget (hugetlb pages are
-// counted from the free pools; THP is best effort), whether the budget fits RLIMIT_MEMLOCK, and
-// whether the devices can register such chunks. Nothing is mapped unless --try asks for a real
-// pool (TryPool), which is created with one chunk and destroyed before returning.
+// the library decides, with the library's own rules (ValidatePoolOptions, the os layer's
+// page-size order, the memlock headroom): the options Pool::Create would refuse, the page size of
+// every chunk up to the budget (hugetlb pages are counted from the free pools; THP is best effort),
+// whether the budget fits RLIMIT_MEMLOCK, and whether the devices can register such chunks. Nothing
+// is mapped unless --try asks for a real pool (TryPool), which is created with one chunk and
+// destroyed before returning.
 #include <bit>
 #include <chrono>
 #include <memory>
@@ -11,8 +12,10 @@
 
 #include "absl/strings/str_format.h"
 #include "info.h"
+#include "os/os.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
+#include "pool/validate_options.h"
 #include "util/bytes.h"
 
 namespace pinpool::info {
@@ -20,33 +23,21 @@ namespace {
 
 using internal::FormatBytes;
 
-constexpr std::size_t kMinChunk = 2 * kMiB;
-constexpr std::size_t kMaxChunk = 1 * kGiB;
-
-// The message Pool::Create would give for invalid options (same checks, same order), or "".
+// The message Pool::Create would give for invalid options (the same function), or "".
 std::string Invalid(const ToolOptions& o) {
-  if (!internal::IsPowerOfTwo(o.chunk_size) || o.chunk_size < kMinChunk ||
-      o.chunk_size > kMaxChunk) {
-    return absl::StrFormat("chunk_size is %s; it must be a power of two from 2 MiB to 1 GiB",
-                           FormatBytes(o.chunk_size));
-  }
-  if (o.budget < o.chunk_size) {
-    return absl::StrFormat("budget (%s) is smaller than one chunk (%s)", FormatBytes(o.budget),
-                           FormatBytes(o.chunk_size));
-  }
-  if (o.require_page_size && PageBytes(o.page_size) > o.chunk_size) {
-    return absl::StrFormat("require_page_size asks for %s pages, larger than chunk_size %s",
-                           PageSizeName(o.page_size), FormatBytes(o.chunk_size));
-  }
-  return "";
+  PoolOptions options;
+  options.chunk_size = o.chunk_size;
+  options.budget = o.budget;
+  options.page_size = o.page_size;
+  options.require_page_size = o.require_page_size;
+  const absl::Status s = internal::ValidatePoolOptions(options);
+  return s.ok() ? "" : std::string(s.message());
 }
 
 void PlanPageSizes(PoolPlan& plan, const Facts& facts) {
   const ToolOptions& o = plan.options;
   std::uint64_t remaining = plan.chunks;
-  for (PageSize s : {PageSize::k1G, PageSize::k2M, PageSize::kTransparent, PageSize::k4K}) {
-    if (s < o.page_size) continue;  // larger than the policy allows (PageSize: largest first)
-    if (o.require_page_size && s != o.page_size) break;
+  for (PageSize s : internal::os::PageSizesToTry(o.page_size, o.require_page_size)) {
     if (remaining == 0) break;
     PageSizeOutcome out;
     out.page_size = s;

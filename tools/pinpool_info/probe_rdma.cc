@@ -25,8 +25,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "domain/verbs_device.h"
-#include "domain/verbs_windows.h"
+#include "domain/verbs/device.h"
+#include "domain/verbs/windows.h"
 #include "info.h"
 #include "os/os.h"
 

@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "domain/io_uring_refusal.h"
 #include "info.h"
+#include "os/kernel_fields.h"
 #include "os/os.h"
 #include "pinpool/domain.h"
 #include "pinpool/verbs.h"
@@ -37,17 +38,6 @@ std::optional<std::uint64_t> ReadCount(const std::string& path) {
   return v;
 }
 
-// "MemTotal:  24576000 kB" -> bytes.
-std::uint64_t MeminfoBytes(std::string_view meminfo, std::string_view key) {
-  const std::size_t at = meminfo.find(std::string(key) + ":");
-  if (at == std::string_view::npos) return 0;
-  std::string_view rest = meminfo.substr(at + key.size() + 1);
-  while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
-  std::uint64_t kb = 0;
-  std::from_chars(rest.data(), rest.data() + rest.size(), kb);
-  return kb << 10;
-}
-
 }  // namespace
 
 const HugePagePool* MemoryFacts::Pool(std::uint64_t page_bytes) const {
@@ -60,8 +50,9 @@ const HugePagePool* MemoryFacts::Pool(std::uint64_t page_bytes) const {
 namespace {
 
 std::optional<std::uint64_t> Headroom(const MemlockFacts& m, std::uint64_t used) {
-  if (m.cap_ipc_lock || !m.soft) return std::nullopt;
-  return used >= *m.soft ? 0 : *m.soft - used;
+  const internal::os::MemlockState state{.limit = m.soft.value_or(SIZE_MAX),
+                                         .exempt = m.cap_ipc_lock};
+  return state.Headroom(used);
 }
 
 }  // namespace
@@ -111,8 +102,8 @@ MemoryFacts ProbeMemory() {
   m.thp_enabled = internal::os::ReadSysfsChoice("/sys/kernel/mm/transparent_hugepage/enabled");
   m.thp_defrag = internal::os::ReadSysfsChoice("/sys/kernel/mm/transparent_hugepage/defrag");
   if (auto meminfo = ReadKernelFile("/proc/meminfo"); meminfo.ok()) {
-    m.total = MeminfoBytes(*meminfo, "MemTotal");
-    m.available = MeminfoBytes(*meminfo, "MemAvailable");
+    m.total = internal::os::KernelFieldBytes(*meminfo, "MemTotal").value_or(0);
+    m.available = internal::os::KernelFieldBytes(*meminfo, "MemAvailable").value_or(0);
   }
   return m;
 }

@@ -291,8 +291,8 @@ std::string RenderJson(const Facts& f, const PoolPlan& plan, const std::vector<F
   } else {
     json.Null();
   }
-  json.Field("max_buffer_bytes", kIoUringMaxBufferBytes)
-      .Field("max_buffers", kIoUringMaxBuffers)
+  json.Field("max_buffer_bytes", IoUringDomain::kMaxBufferBytes)
+      .Field("max_buffers", IoUringDomain::kMaxBuffers)
       .EndObject();
 
   WritePlan(json, plan);

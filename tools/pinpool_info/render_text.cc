@@ -256,7 +256,7 @@ std::string RenderText(const Facts& f, const PoolPlan& plan, const std::vector<F
                                   : std::string("(no such sysctl)"));
   Line(out, 2, "limits",
        absl::StrFormat("fixed buffers of at most %s, at most %d per ring",
-                       FormatBytes(kIoUringMaxBufferBytes), kIoUringMaxBuffers));
+                       FormatBytes(IoUringDomain::kMaxBufferBytes), IoUringDomain::kMaxBuffers));
 
   Plan(out, f, plan);
 

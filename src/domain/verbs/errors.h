@@ -28,8 +28,7 @@ struct RegMrContext {
   VerbsAccess access;              // rights asked for
   std::uint64_t live_regions = 0;  // regions this domain holds now
   std::uint32_t max_mr = 0;        // the device's limit on regions
-  os::MemlockState memlock;        // RLIMIT_MEMLOCK, VmLck, CAP_IPC_LOCK
-  std::size_t pinned = 0;          // VmPin: pages pinned by RDMA registrations
+  os::MemlockState memlock;        // RLIMIT_MEMLOCK, VmLck, VmPin, CAP_IPC_LOCK
 };
 
 // The Status for ibv_reg_mr failing with `err`: kResourceExhausted for ENOMEM/EAGAIN (naming
@@ -37,9 +36,6 @@ struct RegMrContext {
 // for EINVAL/EFAULT, kPermissionDenied for EPERM/EACCES, kUnimplemented for EOPNOTSUPP,
 // kInternal otherwise.
 absl::Status RegMrFailed(int err, const RegMrContext& context);
-
-// VmPin of this process in bytes (0 when it cannot be read).
-std::size_t PinnedBytes();
 
 }  // namespace pinpool::internal
 

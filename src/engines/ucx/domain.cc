@@ -15,9 +15,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "domain/memlock.h"
+#include "pinpool/stats.h"
 #include "pinpool/ucx.h"
-#include "util/bytes.h"
 
 namespace pinpool {
 namespace {
@@ -88,10 +87,10 @@ absl::StatusOr<Keys> UcxDomain::Register(void* base, std::size_t length) {
   if (const ucs_status_t s = ucp_mem_map(context_, &params, &memh); s != UCS_OK) {
     // UCX reports a refused pin (RLIMIT_MEMLOCK) as "Out of memory", as libibverbs does ENOMEM.
     if (s == UCS_ERR_NO_MEMORY && options_.pinning == Pinning::kLongTerm) {
-      return internal::MemlockRefused("ucp_mem_map", ENOMEM, length);
+      return PinRefusedError("ucp_mem_map", ENOMEM, length);
     }
-    return UcxError(s, absl::StrFormat("ucp_mem_map of a %s chunk with %s",
-                                       internal::FormatBytes(length), name_));
+    return UcxError(
+        s, absl::StrFormat("ucp_mem_map of a %s chunk with %s", FormatBytes(length), name_));
   }
   auto chunk = std::make_unique<UcxChunk>();
   chunk->memh = memh;
@@ -130,7 +129,7 @@ void UcxDomain::Deregister(const Keys& keys) noexcept {
   }
   if (const ucs_status_t s = ucp_mem_unmap(context_, chunk->memh); s != UCS_OK) {
     std::fprintf(stderr, "pinpool: %s: ucp_mem_unmap of the %s chunk at %#lx failed: %s\n",
-                 name_.c_str(), internal::FormatBytes(chunk->length).c_str(), chunk->base,
+                 name_.c_str(), FormatBytes(chunk->length).c_str(), chunk->base,
                  ucs_status_string(s));
     failed_.fetch_add(1, std::memory_order_relaxed);
   }

@@ -4,7 +4,7 @@
 // Owns its device context and PD when opened (Open), borrows the application's PD when wrapped
 // (Wrap). Everything the device could refuse in advance (access rights, ODP, atomics) is checked
 // there, once; Register checks the region size against max_mr_size and otherwise maps
-// ibv_reg_mr's errno to a Status that names the limit and the fix (verbs_errors.cc).
+// ibv_reg_mr's errno to a Status that names the limit and the fix (verbs/errors.cc).
 //
 // Thread safety: Register and Deregister touch only the immutable fields, libibverbs (whose
 // calls are thread-safe) and atomic counters, so any number of pools and threads may share one
@@ -15,10 +15,10 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "domain/verbs_access.h"
-#include "domain/verbs_device.h"
-#include "domain/verbs_errors.h"
-#include "domain/verbs_windows.h"
+#include "domain/verbs/access.h"
+#include "domain/verbs/device.h"
+#include "domain/verbs/errors.h"
+#include "domain/verbs/windows.h"
 #include "os/os.h"
 #include "pinpool/verbs.h"
 #include "util/bytes.h"
@@ -125,8 +125,7 @@ absl::StatusOr<Keys> VerbsDomain::Register(void* base, std::size_t length) {
                                    .access = access_,
                                    .live_regions = live_.load(),
                                    .max_mr = max_mr_,
-                                   .memlock = internal::os::QueryMemlock(),
-                                   .pinned = internal::PinnedBytes()};
+                                   .memlock = internal::os::QueryMemlock()};
     return internal::RegMrFailed(err, context);
   }
   live_.fetch_add(1);

@@ -25,7 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "domain/verbs_device.h"
+#include "domain/verbs/device.h"
 #include "pinpool/verbs.h"
 #include "util/mutex.h"
 

@@ -24,7 +24,7 @@ bool IsIpv4Mapped(const ibv_gid& gid) {
 
 // Moves `qp` to INIT, RTR and RTS with `peer_qpn` as the other end, reached through `gid`.
 absl::Status ConnectQp(ibv_qp* qp, std::uint32_t peer_qpn, std::uint8_t port, ibv_mtu mtu,
-                       int gid_index, const ibv_gid& gid) {
+                       int gid_index, const ibv_gid& gid, std::uint8_t timeout) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
@@ -61,9 +61,7 @@ absl::Status ConnectQp(ibv_qp* qp, std::uint32_t peer_qpn, std::uint8_t port, ib
 
   a = {};
   a.qp_state = IBV_QPS_RTS;
-  // 4.096 us * 2^18 ~ 1 s before a retransmission: an emulated CPU under load can take that
-  // long to answer, and a spurious retry only costs time.
-  a.timeout = 18;
+  a.timeout = timeout;
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.sq_psn = 0;
@@ -100,7 +98,8 @@ absl::StatusOr<int> FindIpv4MappedGid(ibv_context* context, std::uint8_t port) {
 }
 
 absl::StatusOr<std::unique_ptr<RcPair>> RcPair::Connect(ibv_pd* pd_a, ibv_pd* pd_b,
-                                                        std::uint8_t port) {
+                                                        const Options& options) {
+  const std::uint8_t port = options.port;
   if (pd_a == nullptr || pd_b == nullptr) {
     return absl::InvalidArgumentError("RcPair::Connect needs two protection domains");
   }
@@ -120,21 +119,21 @@ absl::StatusOr<std::unique_ptr<RcPair>> RcPair::Connect(ibv_pd* pd_a, ibv_pd* pd
     return VerbsError("ibv_query_gid", err);
   }
   pair->gid_index_ = *gid_index;
-  pair->port_ = port;
+  pair->options_ = options;
   pair->mtu_ = port_attr.active_mtu;
   ibv_pd* pds[2] = {pd_a, pd_b};
   for (int i = 0; i < 2; ++i) {
     Endpoint& e = pair->ends_[i];
-    e.cq = ibv_create_cq(pds[i]->context, 256, nullptr, nullptr, 0);
+    e.cq = ibv_create_cq(pds[i]->context,
+                         static_cast<int>(2 * (options.max_send_wr + options.max_recv_wr)), nullptr,
+                         nullptr, 0);
     if (e.cq == nullptr) return VerbsError("ibv_create_cq", errno);
     ibv_qp_init_attr init{};
     init.send_cq = e.cq;
     init.recv_cq = e.cq;
     init.qp_type = IBV_QPT_RC;
-    // Room for the application's work requests and, per concurrent grant, the two pinpool
-    // posts (bind, invalidate).
-    init.cap.max_send_wr = 128;
-    init.cap.max_recv_wr = 16;
+    init.cap.max_send_wr = options.max_send_wr;
+    init.cap.max_recv_wr = options.max_recv_wr;
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     e.qp = ibv_create_qp(pds[i], &init);
@@ -157,7 +156,8 @@ absl::Status RcPair::Reconnect() {
     e.receives.clear();
   }
   for (int i = 0; i < 2; ++i) {
-    absl::Status s = ConnectQp(ends_[i].qp, ends_[1 - i].qp->qp_num, port_, mtu_, gid_index_, gid_);
+    absl::Status s = ConnectQp(ends_[i].qp, ends_[1 - i].qp->qp_num, options_.port, mtu_,
+                               gid_index_, gid_, options_.timeout);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

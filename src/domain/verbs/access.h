@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "domain/verbs_device.h"
+#include "domain/verbs/device.h"
 #include "pinpool/verbs.h"
 
 namespace pinpool::internal {

@@ -2,8 +2,8 @@
 // (loopback), each with its own completion queue. The smallest setup in which one process moves
 // data between its own registered buffers with RDMA WRITE and READ exactly as two hosts would:
 // the device checks every lkey against the sending QP's PD and every rkey against the peer QP's
-// PD. Test support for pinpool's RDMA tests and its rdma_loopback example; not part of the
-// library.
+// PD. The one RC QP set-up of pinpool's RDMA tests, examples and benchmarks (target
+// pinpool_rc_pair); not part of the library: connecting QPs is the application's business.
 //
 // Addressing: RoCE needs a global route header. The pair uses the port's IPv4-mapped RoCE v2 GID
 // (::ffff:a.b.c.d) as both source and destination, which works for loopback on rxe over any
@@ -15,8 +15,8 @@
 // RemoteAccess::OnCompletion, for the work requests pinpool posts on the QP); receive
 // completions the hook does not claim wait for WaitRecv. Thread safety: none; one thread drives
 // a pair.
-#ifndef PINPOOL_TESTS_RDMA_RC_PAIR_H_
-#define PINPOOL_TESTS_RDMA_RC_PAIR_H_
+#ifndef PINPOOL_SUPPORT_RC_PAIR_H_
+#define PINPOOL_SUPPORT_RC_PAIR_H_
 
 #include <infiniband/verbs.h>
 
@@ -40,10 +40,22 @@ class RcPair {
  public:
   enum class Side { kA, kB };
 
+  struct Options {
+    std::uint8_t port = 1;            // must be ACTIVE
+    std::uint32_t max_send_wr = 128;  // the application's own plus two per concurrent grant
+    std::uint32_t max_recv_wr = 16;
+    // Local ACK timeout, 4.096 us * 2^timeout: 18 (~1 s) rides out an emulated CPU under load
+    // (a spurious retry only costs time); perftest uses 14.
+    std::uint8_t timeout = 18;
+  };
+
   // QP A on `pd_a`, QP B on `pd_b` (the same PD, or PDs of two contexts of the same device),
-  // connected through `port`, which must be ACTIVE.
+  // connected through options.port.
   static absl::StatusOr<std::unique_ptr<RcPair>> Connect(ibv_pd* pd_a, ibv_pd* pd_b,
-                                                         std::uint8_t port = 1);
+                                                         const Options& options);
+  static absl::StatusOr<std::unique_ptr<RcPair>> Connect(ibv_pd* pd_a, ibv_pd* pd_b) {
+    return Connect(pd_a, pd_b, Options{});
+  }
   ~RcPair();
   RcPair(const RcPair&) = delete;
   RcPair& operator=(const RcPair&) = delete;
@@ -111,7 +123,7 @@ class RcPair {
 
   Endpoint ends_[2];
   int gid_index_ = -1;
-  std::uint8_t port_ = 1;
+  Options options_;
   ibv_mtu mtu_ = IBV_MTU_1024;
   ibv_gid gid_{};
   std::uint64_t next_wr_id_ = 1;
@@ -124,4 +136,4 @@ inline const char* StatusName(ibv_wc_status s) { return ibv_wc_status_str(s); }
 
 }  // namespace pinpool::testing
 
-#endif  // PINPOOL_TESTS_RDMA_RC_PAIR_H_
+#endif  // PINPOOL_SUPPORT_RC_PAIR_H_

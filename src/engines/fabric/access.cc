@@ -1,13 +1,13 @@
 // FabricAccess (pinpool/fabric.h): per-block grants on a libfabric domain. A grant is a
 // registration of exactly the granted range with its own key; revoking it closes that
-// registration (synchronously). The pool's GrantRegistry holds a freed block until every grant
-// that reaches it is closed, exactly as for the verbs domain's range regions.
+// registration (synchronously). The pool holds a freed block until every grant that reaches it
+// is closed (pinpool/grant_lock.h), exactly as for the verbs domain's range regions.
 //
 // Owns: the grant registrations (fid_mr) it made, until revoked. A registration the provider
 // refuses to close stays recorded as live, and its block stays held for good: never unsafe.
 //
-// Part of libpinpool_fabric (layer pool: it uses the pool's grant bookkeeping through
-// internal::PoolInternals). Thread safety: every method takes the pool's grant mutex; blocks a
+// Part of libpinpool_fabric, which uses libpinpool's public API only (GrantLock for the pool's
+// grant bookkeeping). Thread safety: every method takes the pool's grant lock; blocks a
 // revocation releases are freed after it is dropped.
 #include <unordered_map>
 #include <utility>
@@ -15,30 +15,22 @@
 
 #include "absl/strings/str_format.h"
 #include "pinpool/fabric.h"
-#include "pool/pool_internals.h"
-#include "util/bytes.h"
+#include "pinpool/grant_lock.h"
 
 namespace pinpool {
 
-using internal::GrantRegistry;
-using internal::MutexLock;
-
-class FabricAccess::Impl final : public internal::GrantHolder {
+class FabricAccess::Impl final : public GrantHolder {
  public:
   Impl(Pool* pool, std::shared_ptr<FabricDomain> domain, std::size_t domain_index, fid_ep* endpoint)
-      : pool_(pool),
-        registry_(&internal::PoolInternals::Grants(*pool)),
-        domain_(std::move(domain)),
-        domain_index_(domain_index),
-        endpoint_(endpoint) {
-    MutexLock lock(&registry_->mu());
-    registry_->AddHolderLocked();
+      : pool_(pool), domain_(std::move(domain)), domain_index_(domain_index), endpoint_(endpoint) {
+    GrantLock lock(*pool_);
+    lock.AddHolder();
   }
 
   ~Impl() {
-    RevokeAllNow();
-    MutexLock lock(&registry_->mu());
-    registry_->RemoveHolderLocked();
+    GrantLock lock(*pool_);
+    RevokeAllLocked(lock);
+    lock.RemoveHolder();
   }
 
   absl::StatusOr<FabricGrant> Grant(const Block& block, std::size_t offset, std::size_t length,
@@ -47,14 +39,14 @@ class FabricAccess::Impl final : public internal::GrantHolder {
   bool Ended(std::uint64_t id) const;
   void RevokeAllNow();
   std::size_t live() const {
-    MutexLock lock(&registry_->mu());
+    GrantLock lock(*pool_);
     return grants_.size();
   }
   bool range_enforced() const noexcept { return domain_->range_enforced(); }
 
-  void RevokeForFreeLocked(std::uint64_t id) override {
+  void RevokeForFree(GrantLock& lock, std::uint64_t id) override {
     auto it = grants_.find(id);
-    if (it != grants_.end()) CloseLocked(it).IgnoreError();  // failed: held for good
+    if (it != grants_.end()) CloseLocked(lock, it).IgnoreError();  // failed: held for good
   }
 
  private:
@@ -65,36 +57,28 @@ class FabricAccess::Impl final : public internal::GrantHolder {
   using Iterator = std::unordered_map<std::uint64_t, Record>::iterator;
 
   // Closes a grant's registration and ends it; the record stays (live) if the provider refuses.
-  absl::Status CloseLocked(Iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(registry_->mu()) {
+  absl::Status CloseLocked(GrantLock& lock, Iterator it) {
     if (const int r = fi_close(&it->second.mr->fid); r != 0) {
       return FabricError(r, absl::StrFormat("FabricAccess::Revoke: closing grant %d's "
                                             "registration (its block stays held for good)",
                                             it->first));
     }
-    GrantStats& c = registry_->countersLocked();
+    GrantStats& c = lock.counters();
     --c.live;
     ++c.region_deregistrations;
-    registry_->EndLocked(it->second.block, this, it->first);
+    lock.End(it->second.block, *this, it->first);
     grants_.erase(it);
     return absl::OkStatus();
   }
 
-  void FreeReleased(std::vector<GrantRegistry::Released> released) {
-    for (const auto& r : released) {
-      if (r.size == 0) {
-        pool_->Deallocate(r.block);
-      } else {
-        pool_->Deallocate(r.block, r.size);
-      }
-    }
-  }
+  // Closes every grant; for the destructor and RevokeAllNow.
+  void RevokeAllLocked(GrantLock& lock);
 
   Pool* const pool_;
-  GrantRegistry* const registry_;
   const std::shared_ptr<FabricDomain> domain_;
   const std::size_t domain_index_;
   fid_ep* const endpoint_;
-  // Guarded by registry_->mu().
+  // Guarded by the pool's grant lock.
   std::unordered_map<std::uint64_t, Record> grants_;  // live grants
   std::uint64_t next_id_ = 1;
   bool closed_ = false;
@@ -123,16 +107,15 @@ absl::StatusOr<FabricGrant> FabricAccess::Impl::Grant(const Block& block, std::s
   if (rights.read || rights.atomic) access |= FI_REMOTE_READ;
   if (rights.write || rights.atomic) access |= FI_REMOTE_WRITE;
 
-  std::vector<GrantRegistry::Released> released;
   FabricGrant grant;
   {
-    MutexLock lock(&registry_->mu());
+    GrantLock lock(*pool_);
     if (closed_) {
       return absl::FailedPreconditionError(
           "FabricAccess::Grant: every grant was revoked (RevokeAllNow); create a new "
           "FabricAccess");
     }
-    if (registry_->HeldLocked(block.data())) {
+    if (lock.Held(block.data())) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "FabricAccess::Grant: block %p was freed (it is held until its grants are revoked)",
           block.data()));
@@ -157,58 +140,48 @@ absl::StatusOr<FabricGrant> FabricAccess::Impl::Grant(const Block& block, std::s
     }
     const std::uint64_t id = next_id_++;
     grants_[id] = Record{.block = block.data(), .mr = *mr};
-    GrantStats& c = registry_->countersLocked();
+    GrantStats& c = lock.counters();
     ++c.grants;
     ++c.live;
     ++c.region_registrations;
-    registry_->AddLocked(block.data(), block.size(), this, id);
-    released = registry_->TakeReleasedLocked();
+    lock.Begin(block, *this, id);
     grant = FabricGrant{.id = id,
                         .remote = {.address = domain_->virtual_addressing() ? address : 0,
                                    .key = key,
                                    .length = length},
                         .range_enforced = domain_->range_enforced()};
   }
-  FreeReleased(std::move(released));
   return grant;
 }
 
 absl::Status FabricAccess::Impl::Revoke(std::uint64_t id) {
-  std::vector<GrantRegistry::Released> released;
-  absl::Status status;
-  {
-    MutexLock lock(&registry_->mu());
-    auto it = grants_.find(id);
-    if (it == grants_.end()) {
-      if (id != 0 && id < next_id_) return absl::OkStatus();  // ended already
-      return absl::NotFoundError(
-          absl::StrFormat("FabricAccess::Revoke: grant %d was never issued here", id));
-    }
-    status = CloseLocked(it);
-    released = registry_->TakeReleasedLocked();
+  GrantLock lock(*pool_);
+  auto it = grants_.find(id);
+  if (it == grants_.end()) {
+    if (id != 0 && id < next_id_) return absl::OkStatus();  // ended already
+    return absl::NotFoundError(
+        absl::StrFormat("FabricAccess::Revoke: grant %d was never issued here", id));
   }
-  FreeReleased(std::move(released));
-  return status;
+  return CloseLocked(lock, it);
 }
 
 bool FabricAccess::Impl::Ended(std::uint64_t id) const {
-  MutexLock lock(&registry_->mu());
+  GrantLock lock(*pool_);
   return id != 0 && id < next_id_ && grants_.find(id) == grants_.end();
 }
 
-void FabricAccess::Impl::RevokeAllNow() {
-  std::vector<GrantRegistry::Released> released;
-  {
-    MutexLock lock(&registry_->mu());
-    closed_ = true;
-    for (auto it = grants_.begin(); it != grants_.end();) {
-      auto next = std::next(it);
-      CloseLocked(it).IgnoreError();  // a refused close keeps its block held
-      it = next;
-    }
-    released = registry_->TakeReleasedLocked();
+void FabricAccess::Impl::RevokeAllLocked(GrantLock& lock) {
+  closed_ = true;
+  for (auto it = grants_.begin(); it != grants_.end();) {
+    auto next = std::next(it);
+    CloseLocked(lock, it).IgnoreError();  // a refused close keeps its block held
+    it = next;
   }
-  FreeReleased(std::move(released));
+}
+
+void FabricAccess::Impl::RevokeAllNow() {
+  GrantLock lock(*pool_);
+  RevokeAllLocked(lock);
 }
 
 // --- FabricAccess ----------------------------------------------------------------------------

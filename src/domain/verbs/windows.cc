@@ -1,6 +1,6 @@
 // Memory windows: the capability table and the per-PD pool of idle type 2 windows (see
-// verbs_windows.h for the contract).
-#include "domain/verbs_windows.h"
+// windows.h for the contract).
+#include "domain/verbs/windows.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,7 +1,7 @@
 // The messages of the verbs domain's registration failures: which limit, which numbers, which
 // fix. Kept apart from the domain so they can be tested on machines without an RDMA device.
-// Pure functions (PinnedBytes reads /proc); thread-safe.
-#include "domain/verbs_errors.h"
+// Pure functions; thread-safe.
+#include "domain/verbs/errors.h"
 
 #include <bit>
 #include <cerrno>
@@ -52,7 +52,7 @@ absl::Status RegMrFailed(int err, const RegMrContext& c) {
         const absl::Status s = MemlockRefused("ibv_reg_mr", err, c.length);
         return absl::ResourceExhaustedError(
             absl::StrFormat("%s (RDMA registrations count against RLIMIT_MEMLOCK as VmPin, %s now)",
-                            s.message(), FormatBytes(c.pinned)));
+                            s.message(), FormatBytes(c.memlock.pinned)));
       }
       return absl::ResourceExhaustedError(absl::StrFormat(
           "ibv_reg_mr of %s failed (%s) although this process may pin without limit "
@@ -61,7 +61,7 @@ absl::Status RegMrFailed(int err, const RegMrContext& c) {
           "(VmPin) now): lower PoolOptions::budget or register fewer regions on this device",
           FormatBytes(c.length), std::strerror(err), FormatBytes(c.memlock.limit),
           c.memlock.exempt ? "held" : "not held", c.domain, c.live_regions, c.max_mr,
-          FormatBytes(c.pinned)));
+          FormatBytes(c.memlock.pinned)));
     }
     case EINVAL:
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -89,19 +89,6 @@ absl::Status RegMrFailed(int err, const RegMrContext& c) {
                                                  FormatBytes(c.length), AccessNames(c.access),
                                                  std::strerror(err)));
   }
-}
-
-std::size_t PinnedBytes() {
-  absl::StatusOr<std::string> status = os::ReadKernelFile("/proc/self/status");
-  if (!status.ok()) return 0;
-  const std::string_view text = *status;
-  const std::size_t at = text.find("\nVmPin:");
-  if (at == std::string_view::npos) return 0;
-  std::size_t i = at + 7;
-  while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
-  std::size_t kib = 0;
-  std::from_chars(text.data() + i, text.data() + text.size(), kib);
-  return kib << 10;  // "123 kB"
 }
 
 }  // namespace pinpool::internal

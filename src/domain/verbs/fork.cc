@@ -18,16 +18,4 @@ ForkMode QueryForkMode() noexcept {
   return ForkMode::kDisabled;
 }
 
-const char* ForkModeName(ForkMode mode) noexcept {
-  switch (mode) {
-    case ForkMode::kDisabled:
-      return "disabled";
-    case ForkMode::kEnabled:
-      return "enabled";
-    case ForkMode::kUnneeded:
-      return "unneeded";
-  }
-  return "?";
-}
-
 }  // namespace pinpool

@@ -23,9 +23,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "domain/memlock.h"
 #include "pinpool/fabric.h"
-#include "util/bytes.h"
+#include "pinpool/stats.h"
 
 namespace pinpool {
 namespace {
@@ -188,10 +187,10 @@ absl::StatusOr<fid_mr*> FabricDomain::RegisterRange(const void* address, std::si
   }
   if (ret != 0) {
     if ((ret == -FI_ENOMEM || ret == -ENOMEM) && options_.pinning == Pinning::kLongTerm) {
-      return internal::MemlockRefused("fi_mr_regattr", ENOMEM, length);
+      return PinRefusedError("fi_mr_regattr", ENOMEM, length);
     }
-    return FabricError(
-        ret, absl::StrFormat("fi_mr_regattr of %s with %s", internal::FormatBytes(length), name_));
+    return FabricError(ret,
+                       absl::StrFormat("fi_mr_regattr of %s with %s", FormatBytes(length), name_));
   }
   if ((mr_mode_ & FI_MR_ENDPOINT) != 0) {
     if (endpoint == nullptr) endpoint = options_.endpoint;
@@ -249,8 +248,7 @@ void FabricDomain::Deregister(const Keys& keys) noexcept {
   }
   if (const int r = fi_close(&chunk->mr->fid); r != 0) {
     std::fprintf(stderr, "pinpool: %s: fi_close of the %s chunk registration at %#lx failed: %s\n",
-                 name_.c_str(), internal::FormatBytes(chunk->length).c_str(), chunk->base,
-                 fi_strerror(-r));
+                 name_.c_str(), FormatBytes(chunk->length).c_str(), chunk->base, fi_strerror(-r));
     failed_.fetch_add(1, std::memory_order_relaxed);
   }
   chunk->magic = 0;

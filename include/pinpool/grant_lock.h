@@ -1,0 +1,84 @@
+// GrantLock and GrantHolder: the pool's record of which blocks a remote-access mechanism has
+// granted to peers, for the mechanisms themselves. pinpool::RemoteAccess (verbs windows and range
+// regions) and libpinpool_fabric's FabricAccess are built on it; a transport of your own can be
+// too, and then gets the same guarantee: a block a grant can still reach is never handed out
+// again. Applications that only use those mechanisms never touch this header.
+//
+// The protocol:
+//  - Every grant operation of a pool happens under its grant lock: construct a GrantLock.
+//  - A mechanism (a GrantHolder) that lets a peer reach a live block calls Begin(block, *this,
+//    id) with an id of its own; when no peer can use the grant any more (its revocation is
+//    confirmed), End(block, *this, id).
+//  - When the application frees a block some grant reaches, the pool does not free it: it holds
+//    the block and calls RevokeForFree(lock, id) on each holder, under the lock. A holder that
+//    revokes synchronously calls End at once; one that must wait for a confirmation calls End
+//    when it arrives. The block goes back to the heap when its last grant ends.
+//  - A pool may not be destroyed while a holder is registered (AddHolder / RemoveHolder).
+//
+// Thread safety: the lock is one mutex per pool, not recursive. Never free or allocate pool
+// memory while holding it (a free of a granted block takes it); blocks released by End are
+// freed when the GrantLock is destroyed, after unlocking.
+#ifndef PINPOOL_GRANT_LOCK_H_
+#define PINPOOL_GRANT_LOCK_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pinpool/block.h"
+#include "pinpool/export.h"
+#include "pinpool/stats.h"
+
+namespace pinpool {
+
+class GrantLock;
+class Pool;
+
+namespace internal {
+class GrantRegistry;
+}  // namespace internal
+
+// A remote-access mechanism holding grants on a pool's blocks.
+class PINPOOL_EXPORT GrantHolder {
+ public:
+  // The block grant `id` reaches was freed: start revoking the grant. Called with the pool's
+  // grant lock held (`lock`); end the grant with lock.End now, or later under another lock.
+  virtual void RevokeForFree(GrantLock& lock, std::uint64_t id) = 0;
+
+ protected:
+  ~GrantHolder() = default;
+};
+
+// Holds a pool's grant lock for its scope.
+class PINPOOL_EXPORT GrantLock {
+ public:
+  explicit GrantLock(Pool& pool);
+  // Unlocks, then frees the held blocks whose last grant ended under this lock.
+  ~GrantLock();
+  GrantLock(const GrantLock&) = delete;
+  GrantLock& operator=(const GrantLock&) = delete;
+
+  // Grant `id` of `holder` on the live block `block` (from Pool::Allocate) begins.
+  void Begin(const Block& block, GrantHolder& holder, std::uint64_t id);
+  // That grant has ended: no peer can use it any more.
+  void End(void* block, GrantHolder& holder, std::uint64_t id);
+  // True when `block` (a block's start) was freed and is held until its grants end.
+  bool Held(const void* block) const;
+  // The pool's grant counters (PoolStats::grants), for the holder to keep.
+  GrantStats& counters();
+  // A holder starts or stops using the pool.
+  void AddHolder();
+  void RemoveHolder();
+
+  Pool& pool() const noexcept { return pool_; }
+
+ private:
+  friend class Pool;
+  PINPOOL_NO_EXPORT internal::GrantRegistry& registry() const noexcept { return registry_; }
+
+  Pool& pool_;
+  internal::GrantRegistry& registry_;
+};
+
+}  // namespace pinpool
+
+#endif  // PINPOOL_GRANT_LOCK_H_

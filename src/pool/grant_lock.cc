@@ -1,0 +1,41 @@
+// GrantLock: the public face of a pool's GrantRegistry and its mutex (see pinpool/grant_lock.h).
+#include "pinpool/grant_lock.h"
+
+#include <vector>
+
+#include "pinpool/pool.h"
+#include "pool/grant_registry.h"
+
+namespace pinpool {
+
+GrantLock::GrantLock(Pool& pool) : pool_(pool), registry_(*pool.grants_) { registry_.mu().Lock(); }
+
+GrantLock::~GrantLock() {
+  const std::vector<internal::GrantRegistry::Released> released = registry_.TakeReleasedLocked();
+  registry_.mu().Unlock();
+  for (const auto& r : released) {
+    if (r.size == 0) {
+      pool_.Deallocate(r.block);
+    } else {
+      pool_.Deallocate(r.block, r.size);
+    }
+  }
+}
+
+void GrantLock::Begin(const Block& block, GrantHolder& holder, std::uint64_t id) {
+  registry_.AddLocked(block.data(), block.size(), &holder, id);
+}
+
+void GrantLock::End(void* block, GrantHolder& holder, std::uint64_t id) {
+  registry_.EndLocked(block, &holder, id);
+}
+
+bool GrantLock::Held(const void* block) const { return registry_.HeldLocked(block); }
+
+GrantStats& GrantLock::counters() { return registry_.countersLocked(); }
+
+void GrantLock::AddHolder() { registry_.AddHolderLocked(); }
+
+void GrantLock::RemoveHolder() { registry_.RemoveHolderLocked(); }
+
+}  // namespace pinpool

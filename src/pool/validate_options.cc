@@ -1,0 +1,46 @@
+// ValidatePoolOptions (see validate_options.h).
+#include "pool/validate_options.h"
+
+#include "absl/strings/str_format.h"
+#include "util/bytes.h"
+
+namespace pinpool::internal {
+
+absl::Status ValidatePoolOptions(const PoolOptions& o) {
+  if (!IsPowerOfTwo(o.chunk_size) || o.chunk_size < kMinChunkSize || o.chunk_size > kMaxChunkSize) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "PoolOptions::chunk_size is %s; it must be a power of two from %s to %s",
+        FormatBytes(o.chunk_size), FormatBytes(kMinChunkSize), FormatBytes(kMaxChunkSize)));
+  }
+  if (o.budget < o.chunk_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("PoolOptions::budget (%s) is smaller than one chunk (%s)",
+                        FormatBytes(o.budget), FormatBytes(o.chunk_size)));
+  }
+  // initial_size rounds up to chunks, the budget down: compare what each really means.
+  if ((o.initial_size + o.chunk_size - 1) / o.chunk_size > o.budget / o.chunk_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "PoolOptions::initial_size (%s, %s in whole chunks) is larger than the budget (%s, %s "
+        "in whole chunks of %s)",
+        FormatBytes(o.initial_size),
+        FormatBytes((o.initial_size + o.chunk_size - 1) / o.chunk_size * o.chunk_size),
+        FormatBytes(o.budget), FormatBytes(o.budget / o.chunk_size * o.chunk_size),
+        FormatBytes(o.chunk_size)));
+  }
+  if (o.require_page_size && PageBytes(o.page_size) > o.chunk_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "PoolOptions::require_page_size asks for %s pages, larger than chunk_size %s",
+        PageSizeName(o.page_size), FormatBytes(o.chunk_size)));
+  }
+  if (o.domains.size() > kMaxDomains) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("PoolOptions::domains has %d entries; at most %d are supported",
+                        o.domains.size(), kMaxDomains));
+  }
+  for (const auto& d : o.domains) {
+    if (d == nullptr) return absl::InvalidArgumentError("PoolOptions::domains holds a null domain");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pinpool::internal

@@ -1,0 +1,27 @@
+// The one check of PoolOptions: what Pool::Create refuses, and why, in the words a user acts on.
+// pinpool-info's plan asks the same function, so the tool can never disagree with the library.
+// Pure functions; thread-safe.
+#ifndef PINPOOL_POOL_VALIDATE_OPTIONS_H_
+#define PINPOOL_POOL_VALIDATE_OPTIONS_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "pinpool/io_uring.h"
+#include "pinpool/options.h"
+
+namespace pinpool::internal {
+
+inline constexpr std::size_t kMinChunkSize = 2 * kMiB;
+// The largest chunk: the default domain pins each chunk as one io_uring fixed buffer.
+inline constexpr std::size_t kMaxChunkSize = IoUringDomain::kMaxBufferBytes;
+
+// OK, or kInvalidArgument naming the field, its value and the rule: chunk_size a power of two
+// in [kMinChunkSize, kMaxChunkSize]; budget at least one chunk; initial_size (in whole chunks)
+// within the budget (in whole chunks); a required page size no larger than a chunk; at most
+// kMaxDomains domains, none null.
+absl::Status ValidatePoolOptions(const PoolOptions& options);
+
+}  // namespace pinpool::internal
+
+#endif  // PINPOOL_POOL_VALIDATE_OPTIONS_H_

@@ -1,0 +1,128 @@
+// The pool's grant bookkeeping through its public face (pinpool/grant_lock.h), with a fake
+// remote-access mechanism and no device: freeing a granted block holds it and asks every holder
+// to revoke; it is handed out again only when its last grant ended (at once for a synchronous
+// revocation); other blocks of the same chunk free and reuse as usual; a second free of a held
+// block, resizing a granted block and destroying a pool under a holder are refused; the counts
+// are exact.
+#include "pinpool/grant_lock.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "pinpool/pool.h"
+#include "support/counting_domain.h"
+
+namespace pinpool {
+namespace {
+
+using testing::CountingDomain;
+
+// A mechanism that records revocation requests, and ends the grant at once when `synchronous`
+// (as a range region's deregistration does).
+class FakeHolder final : public GrantHolder {
+ public:
+  explicit FakeHolder(bool synchronous) : synchronous_(synchronous) {}
+  void RevokeForFree(GrantLock& lock, std::uint64_t id) override {
+    revoked.push_back(id);
+    if (synchronous_) lock.End(blocks.at(id), *this, id);
+  }
+  std::vector<std::uint64_t> revoked;
+  std::map<std::uint64_t, void*> blocks;  // id -> block, for synchronous ends
+
+ private:
+  const bool synchronous_;
+};
+
+std::unique_ptr<Pool> MakePool() {
+  PoolOptions o;
+  o.chunk_size = 2 * kMiB;
+  o.budget = 8 * kMiB;
+  o.initial_size = 2 * kMiB;
+  o.domains = {std::make_shared<CountingDomain>()};
+  return Pool::Create(o).value();
+}
+
+TEST(GrantLockTest, AFreedGrantedBlockIsHeldUntilItsLastGrantEnds) {
+  std::unique_ptr<Pool> pool = MakePool();
+  FakeHolder h1(false), h2(false);
+  const Block a = pool->Allocate(1000);
+  const Block neighbour = pool->Allocate(1000);
+  ASSERT_EQ(a.chunk().index, neighbour.chunk().index);
+  {
+    GrantLock lock(*pool);
+    lock.Begin(a, h1, 7);
+    lock.Begin(a, h2, 8);
+  }
+  pool->Deallocate(a);
+  EXPECT_EQ(h1.revoked, std::vector<std::uint64_t>{7});
+  EXPECT_EQ(h2.revoked, std::vector<std::uint64_t>{8});
+  {
+    GrantLock lock(*pool);
+    EXPECT_TRUE(lock.Held(a.data()));
+    EXPECT_FALSE(lock.Held(neighbour.data()));
+  }
+  GrantStats s = pool->GetStats().grants;
+  EXPECT_EQ(s.held_blocks, 1u);
+  EXPECT_EQ(s.held_bytes, 1000u);
+  // Not handed out while held; the neighbour in the same (tagged) chunk frees and comes back.
+  pool->Deallocate(neighbour);
+  std::vector<Block> got;
+  for (int i = 0; i < 100; ++i) {
+    got.push_back(pool->Allocate(1000));
+    ASSERT_NE(got.back().data(), a.data()) << "a held block was handed out again";
+  }
+  EXPECT_EQ(got.front().data(), neighbour.data()) << "other frees in the chunk work as usual";
+  for (const Block& b : got) pool->Deallocate(b);
+
+  { GrantLock(*pool).End(a.data(), h1, 7); }
+  EXPECT_EQ(pool->GetStats().grants.held_blocks, 1u) << "one grant still reaches it";
+  { GrantLock(*pool).End(a.data(), h2, 8); }
+  s = pool->GetStats().grants;
+  EXPECT_EQ(s.held_blocks, 0u);
+  EXPECT_EQ(s.held_bytes, 0u);
+  EXPECT_EQ(s.held_ever, 1u);
+  const Block again = pool->Allocate(1000);
+  EXPECT_EQ(again.data(), a.data()) << "released into this thread's cache (LIFO)";
+  pool->Deallocate(again);
+}
+
+TEST(GrantLockTest, ASynchronousRevocationReleasesTheBlockAtOnce) {
+  std::unique_ptr<Pool> pool = MakePool();
+  FakeHolder h(true);
+  const Block a = pool->Allocate(4096);
+  h.blocks[5] = a.data();
+  { GrantLock(*pool).Begin(a, h, 5); }
+  pool->Deallocate(a.data());  // by address: the size is looked up
+  EXPECT_EQ(h.revoked, std::vector<std::uint64_t>{5});
+  EXPECT_EQ(pool->GetStats().grants.held_blocks, 0u);
+  const Block again = pool->Allocate(4096);
+  EXPECT_EQ(again.data(), a.data());
+  pool->Deallocate(again);
+}
+
+TEST(GrantLockDeathTest, MisuseOfGrantedBlocksAndPoolsIsRefused) {
+  std::unique_ptr<Pool> pool = MakePool();
+  FakeHolder h(false);
+  const Block a = pool->Allocate(256);
+  { GrantLock(*pool).Begin(a, h, 1); }
+  EXPECT_FALSE(pool->Reallocate(a, 512)) << "a granted block is never moved";
+  pool->Deallocate(a);
+  EXPECT_DEATH(pool->Deallocate(a), "still held until its remote grants are revoked");
+  {
+    GrantLock lock(*pool);
+    lock.AddHolder();
+  }
+  EXPECT_EQ(pool->GetStats().grants.connections, 1u);
+  EXPECT_DEATH(pool.reset(), "grant holders .RemoteAccess, FabricAccess. still use it");
+  {
+    GrantLock lock(*pool);
+    lock.RemoveHolder();
+    lock.End(a.data(), h, 1);
+  }
+}
+
+}  // namespace
+}  // namespace pinpool
