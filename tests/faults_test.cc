@@ -154,6 +154,7 @@ TEST_F(FaultTest, RegistrationFailingMidwayThroughGrowthUndoesTheChunkAndKeepsSe
   const std::int64_t before = internal::os::counters().chunk_bytes.load();
   PoolOptions o = Options({a, b, c});
   o.initial_size = 2 * kChunk;
+  o.reserve_threads = 1;  // one chunk at a time, so the failing one is the last one tried
   auto pool = Pool::Create(o).value();
   ExpectExactly(*pool, 2, fakes, before);
 
@@ -234,8 +235,8 @@ TEST_F(FaultTest, HugePagesRunningOutFallBackOrFailAsThePolicySays) {
   EXPECT_GT(ExpectServes(*pool, {fake}, 2 * kChunk), 80u);
   pool.reset();
 
-  // Required: the growth fails with kFailedPrecondition naming the sysctl, the pool keeps what it has.
-  // (The first chunk may have to fall back too on a machine without hugetlb pages, so the
+  // Required: the growth fails with kFailedPrecondition naming the sysctl, the pool keeps what it
+  // has. (The first chunk may have to fall back too on a machine without hugetlb pages, so the
   // required pool starts with none and the fault hits Create itself.)
   o.require_page_size = true;
   Fail(Call::kMapHugetlb, ENOMEM, /*times=*/100);

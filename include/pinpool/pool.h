@@ -99,10 +99,29 @@ class PINPOOL_EXPORT Pool {
   // checks it); 0 for null.
   std::size_t UsableSize(const void* data) const noexcept;
 
-  // Maps and registers chunks until at least `bytes` are mapped (setup-time growth).
+  // Maps and registers chunks until at least `bytes` are mapped (setup-time growth), on up to
+  // PoolOptions::reserve_threads threads at once. Chunks added before a failure stay.
   absl::Status Reserve(std::size_t bytes);
-  // Why the last growth failed (OK if none did).
+  // Why the last growth failed (OK if none did), whichever thread grew: an allocation, Reserve,
+  // the background grower or Replenish.
   absl::Status last_growth_error() const;
+
+  // Growth off the allocation path, for an application that keeps the low watermark from its own
+  // event loop (PoolOptions::low_watermark): NeedsReplenish is a few relaxed loads (no lock, no
+  // system call), true when the room left is below the watermark and the budget allows more;
+  // Replenish adds chunks on the calling thread until the watermark is met, at most
+  // `max_chunks` of them (each one maps, populates and registers a chunk: milliseconds), and
+  // returns the first failure (also in last_growth_error()). OK when nothing was needed.
+  bool NeedsReplenish() const noexcept;
+  absl::Status Replenish(std::size_t max_chunks = SIZE_MAX);
+
+  // Gives whole idle chunks back (deregistered from every domain, unmapped) while more than
+  // `floor_bytes` stay mapped, never leaving less room than the low watermark. A chunk is idle
+  // when no block, free or live, was ever carved from it by the heap and no grant reaches it;
+  // with today's heap that means chunks Reserve, Create or the watermark added and no
+  // allocation has used yet. Returns the bytes given back; registered bytes, VmPin/VmLck and
+  // the mapping count go down with them. The pool grows again on demand afterwards.
+  std::size_t Trim(std::size_t floor_bytes = 0);
 
   PoolStats GetStats() const;
   const PoolOptions& options() const noexcept;
