@@ -357,9 +357,14 @@ void* Heap::Reallocate(void* p, std::size_t size) noexcept {
   // freed into the 16-byte bin would be handed out as 16 bytes (overlapping its neighbour).
   size = std::max(size, kMinCachedSize);
   const std::size_t old_size = UsableSize(p);
-  // In place when jemalloc can. Otherwise move, freeing the old block through Free, so that it
-  // carries the free mark like any other free block (rallocx would free it unmarked).
-  if (pinpool_je_xallocx(p, size, 0, base_flags_) >= size) {
+  // In place only when jemalloc resizes the block to exactly the class a new block of `size`
+  // would have: a later sized free files the block by `size` (the thread cache bins by class), so
+  // its real extent must be that class's. xallocx returns the old usable size when it cannot
+  // resize (a large block cannot shrink into a small class): that is >= size, and taking it for
+  // success left large extents in small bins, never reused (issue 13). Otherwise move, freeing
+  // the old block through Free, so that it carries the free mark like any other free block
+  // (rallocx would free it unmarked).
+  if (pinpool_je_xallocx(p, size, 0, base_flags_) == pinpool_je_nallocx(size, base_flags_)) {
     if (debug_) {
       MutexLock lock(&mu_);
       live_[reinterpret_cast<std::uintptr_t>(p)] = size;

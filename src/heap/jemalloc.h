@@ -15,6 +15,7 @@ extern "C" {
 void* pinpool_je_mallocx(size_t size, int flags);
 void* pinpool_je_rallocx(void* ptr, size_t size, int flags);
 size_t pinpool_je_xallocx(void* ptr, size_t size, size_t extra, int flags);
+size_t pinpool_je_nallocx(size_t size, int flags);
 size_t pinpool_je_sallocx(const void* ptr, int flags);
 void pinpool_je_dallocx(void* ptr, int flags);
 int pinpool_je_mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen);
