@@ -44,6 +44,7 @@ enum class Call : std::uint8_t {
   kMapAnonymous,  // mmap of a THP or 4 KiB chunk (ENOMEM: no memory to commit)
   kPopulate,      // madvise(MADV_POPULATE_WRITE) faulting a chunk in
   kMlock,         // mlock of a chunk (host domain; EAGAIN/ENOMEM: RLIMIT_MEMLOCK)
+  kMapMetadata,   // mmap of allocator metadata (MapMetadata)
 };
 using FaultHook = int (*)(Call call, std::size_t length);
 // Installs `hook` (null removes it); returns the previous one.
@@ -82,6 +83,12 @@ void UnmapChunk(void* at, std::size_t length) noexcept;
 // What /proc/self/smaps says backs [at, at + length): its kernel page size and how many of its
 // bytes are huge (hugetlb or THP). The range must be one chunk mapped by MapChunk.
 absl::StatusOr<MappedChunk> QueryPages(const void* at, std::size_t length);
+
+// Anonymous read-write memory for allocator metadata (the heap's page map, span records and
+// stacks of free blocks): never registered, never inside a pool's range, zeroed. `length` is
+// rounded up to pages. Null when the kernel (or the fault hook) refuses.
+void* MapMetadata(std::size_t length) noexcept;
+void UnmapMetadata(void* at, std::size_t length) noexcept;
 
 // RLIMIT_MEMLOCK and what counts against it.
 struct MemlockState {
