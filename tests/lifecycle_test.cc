@@ -55,7 +55,7 @@ std::pair<std::uintptr_t, std::uintptr_t> UseAPool() {
 }
 
 TEST(LifecycleTest, DestroyUnmapsTheRangeAndReturnsLockedAndMappedBytes) {
-  UseAPool();  // first uses set up jemalloc's and glibc's own process-wide state, which stays
+  UseAPool();  // first uses set up the heap's and glibc's own process-wide state, which stays
   UseAPool();
   const long long locked = ProcStatusBytes("VmLck");
   const long long mapped = ProcStatusBytes("VmSize");
@@ -64,7 +64,7 @@ TEST(LifecycleTest, DestroyUnmapsTheRangeAndReturnsLockedAndMappedBytes) {
     EXPECT_FALSE(AnythingMappedIn(start, end)) << "pool " << i << " left a mapping in its range";
     EXPECT_EQ(ProcStatusBytes("VmLck"), locked) << "after pool " << i;
   }
-  // A leak per pool (a chunk is 8 MiB, the range 256 MiB, jemalloc's arena metadata 2 MiB) adds
+  // A leak per pool (a chunk is 8 MiB, the range 256 MiB, the heap's metadata 1 MiB) adds
   // up over five pools; the allocators' own bookkeeping moves VmSize by less than 4 MiB.
   // (Under ASan, its allocator's quarantine maps memory of its own: the per-range check above
   // still holds there.)

@@ -66,11 +66,15 @@ std::string PoolStats::ToString() const {
   std::string out = absl::StrFormat(
       "reserved %s, mapped %s in %d chunks, pinned %s of a %s budget\n"
       "allocated %s in blocks (%s of pages active)\n"
-      "%d thread caches, growths %d, failed growths %d\n"
+      "%d thread caches holding %s (at most %s each), transfer stacks holding %s (at most %s), "
+      "%d cache drains\n"
+      "growths %d, failed growths %d\n"
       "RLIMIT_MEMLOCK %s, locked %s, device-pinned %s%s\n",
       FormatBytes(reserved_bytes), FormatBytes(mapped_bytes), chunks.size(),
       FormatBytes(pinned_bytes), FormatBytes(budget_bytes), FormatBytes(allocated_bytes),
-      FormatBytes(heap_active_bytes), thread_caches, growths, growth_failures,
+      FormatBytes(heap_active_bytes), thread_caches, FormatBytes(thread_cache_bytes),
+      FormatBytes(thread_cache_limit_bytes), FormatBytes(transfer_cache_bytes),
+      FormatBytes(transfer_cache_limit_bytes), cache_drains, growths, growth_failures,
       FormatBytes(memlock_limit), FormatBytes(locked_bytes), FormatBytes(device_pinned_bytes),
       memlock_exempt ? " (CAP_IPC_LOCK: limit does not apply)" : "");
   if (const std::optional<std::size_t> headroom = memlock_headroom()) {
@@ -125,6 +129,11 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
       .Field("allocated_bytes", s.allocated_bytes)
       .Field("heap_active_bytes", s.heap_active_bytes)
       .Field("thread_caches", s.thread_caches)
+      .Field("thread_cache_bytes", s.thread_cache_bytes)
+      .Field("transfer_cache_bytes", s.transfer_cache_bytes)
+      .Field("thread_cache_limit_bytes", s.thread_cache_limit_bytes)
+      .Field("transfer_cache_limit_bytes", s.transfer_cache_limit_bytes)
+      .Field("cache_drains", s.cache_drains)
       .Field("growths", s.growths)
       .Field("growth_failures", s.growth_failures)
       .Field("memlock_limit", limit(s.memlock_limit))

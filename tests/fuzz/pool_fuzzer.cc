@@ -8,7 +8,7 @@
 // Invariants: every live block lies inside one chunk whose keys each fake domain registered for
 // that chunk (and reports those keys); no two live blocks overlap; every live block still holds
 // the pattern written into it; the stats agree with the domains (mapped bytes = chunks x chunk
-// size = bytes each domain has live, within the budget; jemalloc's allocated bytes cover the
+// size = bytes each domain has live, within the budget; the heap's allocated bytes cover the
 // live blocks); and destroying the pool, with or without live blocks, deregisters and unmaps
 // everything.
 //
@@ -328,7 +328,7 @@ class Harness {
     FUZZ_CHECK(pinpool::internal::os::counters().chunk_bytes.load() - chunk_bytes_before_ ==
                    static_cast<std::int64_t>(s.mapped_bytes),
                "the os layer maps other than the chunks");
-    FUZZ_CHECK(s.allocated_bytes >= live_bytes, "jemalloc counts %zu bytes, %zu are live",
+    FUZZ_CHECK(s.allocated_bytes >= live_bytes, "the heap counts %zu bytes, %zu are live",
                s.allocated_bytes, live_bytes);
   }
 

@@ -305,7 +305,9 @@ def check_guest(tool):
 # --- demo ----------------------------------------------------------------------------------------
 
 STATS_FIELDS = ["reserved_bytes", "mapped_bytes", "pinned_bytes", "budget_bytes", "allocated_bytes",
-                "heap_active_bytes", "thread_caches", "growths", "growth_failures", "memlock_limit",
+                "heap_active_bytes", "thread_caches", "thread_cache_bytes", "transfer_cache_bytes",
+                "thread_cache_limit_bytes", "transfer_cache_limit_bytes", "cache_drains",
+                "growths", "growth_failures", "memlock_limit",
                 "locked_bytes", "device_pinned_bytes", "memlock_exempt", "memlock_headroom",
                 "heap_fragmentation", "mapped_unused_bytes", "mapped_unused_fraction", "chunks",
                 "domains"]

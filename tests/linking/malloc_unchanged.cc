@@ -1,8 +1,8 @@
 // malloc_unchanged: proof that linking pinpool leaves the application's own malloc alone
 // (DESIGN.md: "Linking pinpool does not change the application's own malloc").
 //
-// pinpool carries a private jemalloc inside libpinpool.so. Debian's jemalloc is unprefixed, so a
-// careless link would make its malloc/free/operator new the process's. This program is built by
+// pinpool's heap is its own code (it once carried a private jemalloc, whose unprefixed symbols a
+// careless link would have made the process's malloc). This program is built by
 // tests/linking/run.sh against an *installed* pinpool, like any application, and fails if:
 //  (a) symbols: the malloc API and operator new/delete as the dynamic linker binds them for the
 //      application (dlsym(RTLD_DEFAULT)) are not libc's / libstdc++'s own definitions, lie in
