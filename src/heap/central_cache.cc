@@ -52,7 +52,7 @@ std::size_t CentralCache::Take(unsigned c, void** out, std::size_t n, bool grow)
         // mapping and registering a chunk for.
         s = pages_->Allocate(info.pages, c, kPageSize, grow && got == 0);
         if (s == nullptr) break;
-        s->InitSlab(c);
+        s->InitSlab();
         // Every block of a new slab is free: it carries the mark, so that a free of a block
         // never handed out is caught like a double free.
         for (unsigned i = 0; i < info.objects; ++i) {

@@ -5,9 +5,10 @@
 // SpanStore hands out Span records from blocks of the heap's MetadataArena and recycles them, so
 // the allocation path maps nothing once the heap has seen its peak number of spans.
 //
-// Thread safety: a free span belongs to the page heap (its lock); a slab to its class in the
-// central layer (the class's lock); a large block's span to the page heap. SpanStore: the page
-// heap's lock.
+// Thread safety: `start`, `pages`, `state`, `cls` and `bucket` are the page heap's (written under
+// its lock only: it reads them for the neighbours of any span it frees). A free span's links are
+// the page heap's; a slab's links and free set are its class's in the central layer (the class's
+// lock). SpanStore: the page heap's lock.
 #ifndef PINPOOL_HEAP_SPAN_H_
 #define PINPOOL_HEAP_SPAN_H_
 
@@ -38,10 +39,10 @@ struct Span {
   std::uintptr_t last_page() const noexcept { return end() - kPageSize; }
 
   // --- slab blocks (the caller holds the class's lock) -----------------------------------------
-  void InitSlab(unsigned c) noexcept {
-    state = State::kSlab;
-    cls = static_cast<std::uint8_t>(c);
-    const unsigned n = Class(c).objects;
+  // Every block free. `state`, `cls`, `start` and `pages` are the page heap's (set under its lock
+  // when it made the span, and read by it for neighbouring spans): never written here.
+  void InitSlab() noexcept {
+    const unsigned n = Class(cls).objects;
     free_blocks = static_cast<std::uint16_t>(n);
     for (unsigned w = 0; w < kMaxSlabObjects / 64; ++w) {
       const unsigned lo = w * 64;
