@@ -6,8 +6,9 @@
 //     classes, 16 blocks of large ones), so a window of outstanding blocks freed in random order
 //     stays in the bins;
 //   - by bytes: `room` is the thread's byte budget less what its bins hold; a free that would
-//     take it below zero goes to the slow path, which halves every bin (oldest blocks first) into
-//     the central layer.
+//     take it below zero goes to the slow path, which gives the older half of that bin to the
+//     central layer, and halves every bin if that is not enough; a refill takes no more than the
+//     budget allows.
 // A full bin gives its older half to the central layer; an empty bin takes Class(c).batch blocks
 // from it. Flushed blocks go to the transfer stacks, where any thread finds them.
 //
