@@ -81,13 +81,13 @@ inline Loaded& Tcmalloc() {
   return l;
 }
 
-// Room for every shape at once on two threads (a batch of 64 x 4 MiB each is the largest: 512
-// MiB), mapped and pinned up front: growth is not what is measured.
+// Room for the largest shape on two threads (a batch of 64 x 4 MiB each: 512 MiB) and what the
+// caches may hold beside it, mapped and pinned up front: growth is not what is measured.
 inline PoolOptions ComparePoolOptions() {
   PoolOptions o;
   o.chunk_size = 64 * kMiB;
   o.budget = 1 * kGiB;
-  o.initial_size = 256 * kMiB;
+  o.initial_size = 768 * kMiB;
   o.page_size = PageSize::kTransparent;
   return o;
 }
