@@ -83,11 +83,13 @@ inline Loaded& Tcmalloc() {
 
 // Room for the largest shape on two threads (a batch of 64 x 4 MiB each: 512 MiB) and what the
 // caches may hold beside it, mapped and pinned up front: growth is not what is measured.
+// PINPOOL_BENCH_INITIAL_MIB changes how much (the smoke run maps little and lets pools grow).
 inline PoolOptions ComparePoolOptions() {
   PoolOptions o;
   o.chunk_size = 64 * kMiB;
   o.budget = 1 * kGiB;
-  o.initial_size = 768 * kMiB;
+  const char* initial = std::getenv("PINPOOL_BENCH_INITIAL_MIB");
+  o.initial_size = (initial != nullptr ? std::strtoull(initial, nullptr, 10) : 768) * kMiB;
   o.page_size = PageSize::kTransparent;
   return o;
 }
