@@ -80,6 +80,31 @@ TEST(ThreadCacheTest, TheByteBudgetHoldsAfterEveryPush) {
   EXPECT_EQ(f.central.GetCounts().out_bytes, 0u) << "every block is back in the central layer";
 }
 
+TEST(ThreadCacheTest, ClassesTheThreadStoppedUsingGiveWayToTheOnesItUses) {
+  // 1 MiB of 4 KiB blocks sits in the cache; then the thread only allocates and frees 1 MiB
+  // blocks, which overflow the 2 MiB budget: an overflow halves every bin, so the 4 KiB blocks
+  // make room, and the 1 MiB pairs then stay in the cache instead of going to the central layer
+  // on every pair (as when only the overflowing bin gave blocks back).
+  Fixture f(2 << 20);
+  const unsigned small = SizeClass(4096), big = SizeClass(1 << 20);
+  for (void* p : f.Get(small, 256)) ASSERT_TRUE(f.cache.Push(f.central, small, p));
+  ASSERT_EQ(f.cache.bins[small].count(), 256u);
+  auto pair = [&] {
+    void* p = f.cache.Refill(f.central, big, true);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(f.cache.Push(f.central, big, p));
+    ASSERT_LE(f.cache.held_bytes(), std::size_t{2} << 20);
+  };
+  for (int i = 0; i < 5; ++i) pair();
+  EXPECT_LT(f.cache.bins[small].count(), 256u);
+  const CentralCache::Counts before = f.central.GetCounts();
+  for (int i = 0; i < 20; ++i) pair();
+  const CentralCache::Counts after = f.central.GetCounts();
+  EXPECT_EQ(after.out_bytes, before.out_bytes) << "1 MiB pairs went to the central layer";
+  EXPECT_EQ(after.transfer_bytes, before.transfer_bytes);
+  EXPECT_EQ(f.cache.used_classes(), 2u);
+}
+
 TEST(ThreadCacheTest, ABlockLargerThanTheBudgetPassesThrough) {
   Fixture f(2 << 20);
   const unsigned c = SizeClass(3 << 20);

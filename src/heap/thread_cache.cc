@@ -20,6 +20,7 @@ bool ThreadCache::MakeStorage(unsigned c) noexcept {
   if (storage == nullptr) return false;
   bin.bottom = bin.top = storage;
   bin.limit = bin.bottom + Class(c).bin_cap;
+  used_[used_count_++] = static_cast<std::uint8_t>(c);
   return true;
 }
 
@@ -55,7 +56,10 @@ void ThreadCache::FlushOldest(CentralCache& central, unsigned c, std::size_t n) 
 }
 
 void ThreadCache::Scavenge(CentralCache& central) noexcept {
-  for (unsigned c = 0; c < kNumClasses; ++c) FlushOldest(central, c, (bins[c].count() + 1) / 2);
+  for (unsigned i = 0; i < used_count_; ++i) {
+    const unsigned c = used_[i];
+    FlushOldest(central, c, (bins[c].count() + 1) / 2);
+  }
 }
 
 bool ThreadCache::Push(CentralCache& central, unsigned c, void* p) noexcept {
@@ -64,18 +68,16 @@ bool ThreadCache::Push(CentralCache& central, unsigned c, void* p) noexcept {
   if (bin.top == bin.limit) FlushOldest(central, c, (Class(c).bin_cap + 1) / 2);
   *bin.top++ = p;
   AddRoom(-static_cast<std::intptr_t>(ClassSize(c)));
-  if (room.load(std::memory_order_relaxed) < 0) {
-    // Over budget: the bin that grew gives back its older half first; every bin only when that
-    // is not enough (then the cache holds at most half its budget after).
-    FlushOldest(central, c, (bin.count() + 1) / 2);
-    if (room.load(std::memory_order_relaxed) < 0) Scavenge(central);
-  }
+  // Over budget: every bin gives back its older half (then the cache holds at most half its
+  // budget, or one block larger than the budget gets through). Halving every bin, not only the
+  // one that grew, drains the classes the thread stopped using.
+  if (room.load(std::memory_order_relaxed) < 0) Scavenge(central);
   return true;
 }
 
 std::size_t ThreadCache::FlushAll(CentralCache& central) noexcept {
   const std::size_t bytes = held_bytes();
-  for (unsigned c = 0; c < kNumClasses; ++c) FlushOldest(central, c, bins[c].count());
+  for (unsigned i = 0; i < used_count_; ++i) FlushOldest(central, used_[i], bins[used_[i]].count());
   return bytes;
 }
 

@@ -6,9 +6,9 @@
 //     classes, 16 blocks of large ones), so a window of outstanding blocks freed in random order
 //     stays in the bins;
 //   - by bytes: `room` is the thread's byte budget less what its bins hold; a free that would
-//     take it below zero goes to the slow path, which gives the older half of that bin to the
-//     central layer, and halves every bin if that is not enough; a refill takes no more than the
-//     budget allows.
+//     take it below zero goes to the slow path, which gives the older half of every bin the
+//     thread uses to the central layer (so classes it stopped using drain away and do not hold
+//     the budget), and a refill takes no more than the budget allows.
 // A full bin gives its older half to the central layer; an empty bin takes Class(c).batch blocks
 // from it. Flushed blocks go to the transfer stacks, where any thread finds them.
 //
@@ -77,6 +77,8 @@ struct ThreadCache {
   void FlushOldest(CentralCache& central, unsigned c, std::size_t n) noexcept;
   // Halves every bin, oldest blocks first.
   void Scavenge(CentralCache& central) noexcept;
+  // Classes whose bins have storage (the ones this thread has used), for Scavenge and FlushAll.
+  unsigned used_classes() const noexcept { return used_count_; }
   // Every block to the central layer; returns their bytes.
   std::size_t FlushAll(CentralCache& central) noexcept;
 
@@ -86,6 +88,8 @@ struct ThreadCache {
     room.store(room.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   }
   MetadataArena* const metadata_;
+  std::uint8_t used_[kNumClasses] = {};
+  unsigned used_count_ = 0;
 };
 
 }  // namespace pinpool::internal
