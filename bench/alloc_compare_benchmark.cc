@@ -1,132 +1,116 @@
-// Allocation fast path, pinpool against the general-purpose allocators a user would otherwise
-// put under their buffers, all in ONE process and one run, so every ratio compares figures taken
-// minutes apart on the same machine under the same load:
+// Allocation, pinpool against the general-purpose allocators a user would otherwise put under
+// their buffers (bench/compare_allocators.h: jemalloc, mimalloc, tcmalloc, glibc), on the shapes
+// RDMA programs have, all in ONE process so every ratio compares figures taken minutes apart on
+// the same machine under the same load. Every allocator runs every shape twice: with its sized
+// free and with its free by address (pinpool: Deallocate(Block) and the C API's pinpool_free).
 //
-//   pinpool   Pool::Allocate + Pool::Deallocate(Block)       (libpinpool.so, like any user)
-//   jemalloc  malloc/free of a separate renamed copy (pinpool_je_*, statically linked, default
-//             options: the pinpool_jemalloc target)
-//   mimalloc  mi_malloc/mi_free    (Debian's libmimalloc.so.2, dlopen'ed RTLD_LOCAL)
-//   tcmalloc  tc_malloc/tc_free    (gperftools' libtcmalloc_minimal.so.4, dlopen'ed RTLD_LOCAL)
-//   glibc     malloc/free          (this program's own malloc, which none of the above replaces)
-//
-// mimalloc's and tcmalloc's shared objects also define `malloc`; linking them would make them this
-// program's malloc and leave no glibc to compare with. Loaded with RTLD_LOCAL after start-up they
-// cannot interpose (the process's `malloc` was already bound), and their prefixed entry points
-// are called through a function pointer: the same indirect jump a PLT call makes, which is how an
-// application linking the shared library calls them. main() checks that `malloc` is still glibc's.
-//
-// Shapes: `pair` is one allocate + free; `batch` allocates 64 blocks then frees them (time per
-// allocate+free, i.e. per iteration / 64). Sizes 64 B .. 1 MiB; 1 and 2 threads (each thread
-// its own loop; time per thread). With repetitions, a `min` aggregate (best repetition) is
+// Shapes (time per allocate + free; every random choice comes from sequences generated once with
+// fixed seeds, the same for every allocator):
+//   pair/<free>/<alloc>/<size>        allocate, free at once. 64 B .. 4 MiB; 1 and 2 threads
+//                                     (each thread its own loop; time per thread).
+//   batch/<free>/<alloc>/<size>       64 allocations, then the 64 frees (time / 64).
+//   window/<shape>/<free>/<alloc>     W blocks stay outstanding; each step frees a random one and
+//                                     allocates a block of a random size in its place (posted
+//                                     receives, in-flight RPCs completing out of order):
+//                                       small    64 B - 1 KiB,  W = 16
+//                                       medium   4 - 64 KiB,    W = 256
+//                                       64k      64 KiB,        W = 256
+//                                       large    1 - 4 MiB,     W = 16
+//                                     sizes log-uniform in the range; 1 and 2 threads (each its
+//                                     own window).
+//   prodcons/<free>/<alloc>           two threads: one allocates 64 B - 64 KiB (log-uniform) and
+//                                     passes the blocks through a 256-slot ring to the other,
+//                                     which frees them (time per block).
+// glibc has no sized free: it runs once, under `address`, and the report uses that figure for
+// the sized rows too. Blocks are never touched (as the fastest possible user), so what is
+// measured is the allocator alone. With repetitions, a `min` aggregate (best repetition) is
 // reported beside mean/median/stddev.
 //
 //   build/bench/alloc_compare_benchmark --benchmark_repetitions=5 \
 //       --benchmark_enable_random_interleaving=true --benchmark_format=json > alloc.json
 #include <benchmark/benchmark.h>
-#include <dlfcn.h>
+#include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
-#include "bench_pool.h"
-#include "pinpool/pool.h"
-
-extern "C" {  // the bench's own copy of jemalloc (renamed archive, default options)
-void* pinpool_je_malloc(size_t);
-void pinpool_je_free(void*);
-}
+#include "compare_allocators.h"
 
 namespace {
 
+using pinpool::bench::Free;
+using pinpool::bench::FreeName;
+
 constexpr int kBatch = 64;
-constexpr std::array<std::size_t, 8> kSizes = {64,       256,      1 << 10,   4 << 10,
-                                               16 << 10, 64 << 10, 256 << 10, 1 << 20};
+constexpr std::array<std::size_t, 9> kSizes = {64,       256,       1 << 10, 4 << 10, 16 << 10,
+                                               64 << 10, 256 << 10, 1 << 20, 4 << 20};
 
-using MallocFn = void* (*)(std::size_t);
-using FreeFn = void (*)(void*);
+// --- the pre-generated sequences -----------------------------------------------------------------
 
-struct Loaded {
-  MallocFn malloc_fn = nullptr;
-  FreeFn free_fn = nullptr;
+struct WindowShape {
+  const char* name;
+  std::size_t lo, hi;  // sizes log-uniform in [lo, hi]
+  int window;
+};
+constexpr WindowShape kWindows[] = {{"small", 64, 1 << 10, 16},
+                                    {"medium", 4 << 10, 64 << 10, 256},
+                                    {"64k", 64 << 10, 64 << 10, 256},
+                                    {"large", 1 << 20, 4 << 20, 16}};
+
+constexpr std::size_t kOps = 1 << 16;  // steps before a sequence repeats
+
+std::size_t LogUniform(std::mt19937_64& rng, std::size_t lo, std::size_t hi) {
+  if (lo == hi) return lo;
+  const double x = std::uniform_real_distribution<double>(std::log(static_cast<double>(lo)),
+                                                          std::log(static_cast<double>(hi)))(rng);
+  return std::clamp(static_cast<std::size_t>(std::exp(x)), lo, hi);
+}
+
+struct WindowOps {
+  std::vector<std::uint32_t> initial;  // sizes of the first W blocks
+  std::vector<std::uint32_t> slot;     // step i frees slot[i] ...
+  std::vector<std::uint32_t> size;     // ... and allocates size[i] there
 };
 
-// dlopen(RTLD_LOCAL) + dlsym of a prefixed malloc/free pair. Aborts with the reason when absent:
-// a comparison silently missing a baseline is worse than none.
-Loaded Load(const char* library, const char* malloc_name, const char* free_name) {
-  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    std::fprintf(stderr, "alloc_compare_benchmark: %s\n", dlerror());
-    std::abort();
-  }
-  Loaded l;
-  l.malloc_fn = reinterpret_cast<MallocFn>(dlsym(handle, malloc_name));
-  l.free_fn = reinterpret_cast<FreeFn>(dlsym(handle, free_name));
-  if (l.malloc_fn == nullptr || l.free_fn == nullptr) {
-    std::fprintf(stderr, "alloc_compare_benchmark: %s lacks %s/%s\n", library, malloc_name,
-                 free_name);
-    std::abort();
-  }
-  return l;
-}
-
-Loaded& Mimalloc() {
-  static Loaded l = Load("libmimalloc.so.2", "mi_malloc", "mi_free");
-  return l;
-}
-Loaded& Tcmalloc() {
-  static Loaded l = Load("libtcmalloc_minimal.so.4", "tc_malloc", "tc_free");
-  return l;
-}
-
-pinpool::Pool& SharedPool() {
-  static pinpool::Pool* pool = [] {
-    pinpool::PoolOptions o;
-    o.chunk_size = 64 * pinpool::kMiB;
-    o.budget = 512 * pinpool::kMiB;
-    // Two threads x a batch of 64 x 1 MiB fit without growing during a measurement.
-    o.initial_size = 256 * pinpool::kMiB;
-    o.page_size = pinpool::PageSize::kTransparent;
-    return &pinpool::bench::LeakedPool(o);
+const WindowOps& OpsFor(const WindowShape& shape) {
+  static std::vector<WindowOps> all = [] {
+    std::vector<WindowOps> v;
+    std::uint64_t seed = 1300;
+    for (const WindowShape& s : kWindows) {
+      std::mt19937_64 rng(seed++);
+      WindowOps ops;
+      for (int i = 0; i < s.window; ++i) ops.initial.push_back(LogUniform(rng, s.lo, s.hi));
+      for (std::size_t i = 0; i < kOps; ++i) {
+        ops.slot.push_back(static_cast<std::uint32_t>(rng() % s.window));
+        ops.size.push_back(static_cast<std::uint32_t>(LogUniform(rng, s.lo, s.hi)));
+      }
+      v.push_back(std::move(ops));
+    }
+    return v;
   }();
-  return *pool;
+  return all[&shape - kWindows];
 }
 
-// One allocator as the benchmark loops see it. `Handle` is what must be kept to free.
-struct PinpoolAlloc {
-  using Handle = pinpool::Block;
-  static Handle Get(std::size_t n) { return SharedPool().Allocate(n); }
-  static void* Ptr(const Handle& h) { return h.data(); }
-  static void Put(const Handle& h) { SharedPool().Deallocate(h); }
-};
-struct JemallocAlloc {
-  using Handle = void*;
-  static Handle Get(std::size_t n) { return pinpool_je_malloc(n); }
-  static void* Ptr(Handle h) { return h; }
-  static void Put(Handle h) { pinpool_je_free(h); }
-};
-struct MimallocAlloc {
-  using Handle = void*;
-  static Handle Get(std::size_t n) { return Mimalloc().malloc_fn(n); }
-  static void* Ptr(Handle h) { return h; }
-  static void Put(Handle h) { Mimalloc().free_fn(h); }
-};
-struct TcmallocAlloc {
-  using Handle = void*;
-  static Handle Get(std::size_t n) { return Tcmalloc().malloc_fn(n); }
-  static void* Ptr(Handle h) { return h; }
-  static void Put(Handle h) { Tcmalloc().free_fn(h); }
-};
-struct GlibcAlloc {
-  using Handle = void*;
-  static Handle Get(std::size_t n) { return std::malloc(n); }
-  static void* Ptr(Handle h) { return h; }
-  static void Put(Handle h) { std::free(h); }
-};
+const std::vector<std::uint32_t>& ProducerSizes() {
+  static std::vector<std::uint32_t> sizes = [] {
+    std::mt19937_64 rng(1399);
+    std::vector<std::uint32_t> v;
+    for (std::size_t i = 0; i < kOps; ++i) {
+      v.push_back(static_cast<std::uint32_t>(LogUniform(rng, 64, 64 << 10)));
+    }
+    return v;
+  }();
+  return sizes;
+}
+
+// --- the shapes --------------------------------------------------------------------------------
 
 template <typename A>
 void Pair(benchmark::State& state) {
@@ -134,7 +118,7 @@ void Pair(benchmark::State& state) {
   for (auto _ : state) {
     typename A::Handle h = A::Get(size);
     benchmark::DoNotOptimize(A::Ptr(h));
-    A::Put(h);
+    A::Put(h, size);
   }
 }
 
@@ -147,62 +131,143 @@ void Batch(benchmark::State& state) {
       handles[i] = A::Get(size);
       benchmark::DoNotOptimize(A::Ptr(handles[i]));
     }
-    for (int i = 0; i < kBatch; ++i) A::Put(handles[i]);
+    for (int i = 0; i < kBatch; ++i) A::Put(handles[i], size);
   }
   state.counters["batch"] = benchmark::Counter(kBatch, benchmark::Counter::kAvgThreads);
 }
 
+template <typename A>
+void Window(benchmark::State& state, const WindowShape* shape) {
+  const WindowOps& ops = OpsFor(*shape);
+  std::vector<typename A::Handle> handles(shape->window);
+  std::vector<std::uint32_t> sizes(ops.initial);
+  for (int i = 0; i < shape->window; ++i) {
+    handles[i] = A::Get(sizes[i]);
+    if (!A::Ptr(handles[i])) state.SkipWithError("allocation failed");
+  }
+  // Each thread walks the same sequence from its own place in it.
+  std::size_t i = static_cast<std::size_t>(state.thread_index()) * (kOps / 2);
+  for (auto _ : state) {
+    const std::size_t k = i++ & (kOps - 1);
+    const std::uint32_t slot = ops.slot[k];
+    A::Put(handles[slot], sizes[slot]);
+    sizes[slot] = ops.size[k];
+    handles[slot] = A::Get(sizes[slot]);
+    benchmark::DoNotOptimize(A::Ptr(handles[slot]));
+  }
+  for (int s = 0; s < shape->window; ++s) A::Put(handles[s], sizes[s]);
+}
+
+// A single-producer single-consumer ring of blocks between the benchmark's two threads. The same
+// for every allocator: its cost is in every figure alike.
+template <typename Handle>
+struct Ring {
+  static constexpr std::size_t kSlots = 256;
+  struct Slot {
+    Handle handle;
+    std::uint32_t size;
+  };
+  alignas(64) std::atomic<std::size_t> head{0};  // written by the producer
+  alignas(64) std::atomic<std::size_t> tail{0};  // written by the consumer
+  alignas(64) Slot slots[kSlots];
+};
+
+inline void Spin(int& spins) {
+  if (++spins < 64) {
+    _mm_pause();
+  } else {
+    spins = 0;
+    sched_yield();  // two shared cores: let the other side run
+  }
+}
+
+template <typename A>
+void ProducerConsumer(benchmark::State& state) {
+  static Ring<typename A::Handle> ring;
+  const std::vector<std::uint32_t>& sizes = ProducerSizes();
+  if (state.thread_index() == 0) {  // before the start barrier: the consumer waits there
+    ring.head.store(0);
+    ring.tail.store(0);
+  }
+  if (state.thread_index() == 0) {
+    std::size_t head = 0;
+    for (auto _ : state) {
+      const std::uint32_t size = sizes[head & (kOps - 1)];
+      typename A::Handle h = A::Get(size);
+      benchmark::DoNotOptimize(A::Ptr(h));
+      int spins = 0;
+      while (head - ring.tail.load(std::memory_order_acquire) == ring.kSlots) Spin(spins);
+      ring.slots[head % ring.kSlots] = {h, size};
+      ring.head.store(++head, std::memory_order_release);
+    }
+  } else {
+    std::size_t tail = 0;
+    for (auto _ : state) {
+      int spins = 0;
+      while (ring.head.load(std::memory_order_acquire) == tail) Spin(spins);
+      const auto slot = ring.slots[tail % ring.kSlots];
+      ring.tail.store(++tail, std::memory_order_release);
+      A::Put(slot.handle, slot.size);
+    }
+  }
+}
+
+// --- registration ------------------------------------------------------------------------------
+
 // Best of the repetitions: other work on a shared machine only ever adds time to a run, so the
-// minimum is the steadiest estimate of the fast path (scripts report it beside the median).
+// minimum is the steadiest estimate (scripts report it beside the median).
 double Min(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
 template <typename A>
-void Register(const char* name) {
-  for (const std::size_t size : kSizes) {
-    for (const int threads : {1, 2}) {
-      benchmark::RegisterBenchmark((std::string("pair/") + name).c_str(), Pair<A>)
+void Register(Free free, const char* name) {
+  const std::string tail = std::string(FreeName(free)) + "/" + name;
+  for (const int threads : {1, 2}) {
+    for (const std::size_t size : kSizes) {
+      benchmark::RegisterBenchmark(("pair/" + tail).c_str(), Pair<A>)
           ->Arg(static_cast<std::int64_t>(size))
           ->Threads(threads)
           ->UseRealTime()
           ->ComputeStatistics("min", Min);
-      benchmark::RegisterBenchmark((std::string("batch/") + name).c_str(), Batch<A>)
+      benchmark::RegisterBenchmark(("batch/" + tail).c_str(), Batch<A>)
           ->Arg(static_cast<std::int64_t>(size))
           ->Threads(threads)
           ->UseRealTime()
           ->ComputeStatistics("min", Min);
     }
+    for (const WindowShape& shape : kWindows) {
+      benchmark::RegisterBenchmark(("window/" + std::string(shape.name) + "/" + tail).c_str(),
+                                   Window<A>, &shape)
+          ->Threads(threads)
+          ->UseRealTime()
+          ->ComputeStatistics("min", Min);
+    }
   }
+  benchmark::RegisterBenchmark(("prodcons/" + tail).c_str(), ProducerConsumer<A>)
+      ->Threads(2)
+      ->UseRealTime()
+      ->ComputeStatistics("min", Min);
 }
 
-// Where a symbol resolved, for the context line that proves which malloc the program runs on.
-std::string ObjectOf(void* symbol) {
-  Dl_info info{};
-  if (symbol == nullptr || dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return "?";
-  return info.dli_fname;
+template <template <Free> class A>
+void RegisterBoth(const char* name) {
+  Register<A<Free::kSized>>(Free::kSized, name);
+  Register<A<Free::kAddress>>(Free::kAddress, name);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  using namespace pinpool::bench;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  Mimalloc();
-  Tcmalloc();
-  SharedPool();  // mapping and pinning 256 MiB is not what is measured
-  const std::string malloc_object = ObjectOf(dlsym(RTLD_DEFAULT, "malloc"));
-  if (malloc_object.find("libc.so") == std::string::npos) {
-    std::fprintf(stderr, "alloc_compare_benchmark: malloc resolves to %s, not glibc\n",
-                 malloc_object.c_str());
-    return 1;
-  }
-  benchmark::AddCustomContext("malloc", malloc_object);
+  benchmark::AddCustomContext("malloc", LoadAllAndCheckMallocIsGlibc());
   benchmark::AddCustomContext("mimalloc", ObjectOf(reinterpret_cast<void*>(Mimalloc().malloc_fn)));
   benchmark::AddCustomContext("tcmalloc", ObjectOf(reinterpret_cast<void*>(Tcmalloc().malloc_fn)));
-  Register<PinpoolAlloc>("pinpool");
-  Register<JemallocAlloc>("jemalloc");
-  Register<MimallocAlloc>("mimalloc");
-  Register<TcmallocAlloc>("tcmalloc");
-  Register<GlibcAlloc>("glibc");
+  RegisterBoth<PinpoolAlloc>("pinpool");
+  RegisterBoth<JemallocAlloc>("jemalloc");
+  RegisterBoth<MimallocAlloc>("mimalloc");
+  RegisterBoth<TcmallocAlloc>("tcmalloc");
+  Register<GlibcAlloc>(Free::kAddress, "glibc");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -6,12 +6,14 @@
 // reach the target, then 4x as many random frees and re-allocations (each free followed by an
 // allocation of a new size while below the target). Reported at the end, all as counters:
 //   requested        bytes the live blocks asked for
-//   allocated        PoolStats::allocated_bytes (size classes of live blocks and thread caches)
+//   allocated        PoolStats::allocated_bytes (size classes of live blocks and of the free
+//                    blocks waiting in caches)
+//   cached           PoolStats::thread_cache_bytes + transfer_cache_bytes (the caches' part)
 //   heap_active      PoolStats::heap_active_bytes (pages the heap uses for blocks)
 //   mapped, pinned   PoolStats::mapped_bytes / pinned_bytes
 //   *_per_requested  each of the above divided by requested
 //   metadata         growth of the process's resident memory OUTSIDE the pool's chunks, minus
-//                    the benchmark's own block list: the pool's bookkeeping (its jemalloc
+//                    the benchmark's own block list: the pool's bookkeeping (its heap's
 //                    metadata, chunk table, thread caches) plus whatever else the process
 //                    touched meanwhile (the benchmark's block list is touched beforehand), so an
 //                    upper bound
@@ -147,6 +149,7 @@ void BM_MixedWorkload(benchmark::State& state) {
     state.counters["blocks"] = static_cast<double>(live.size());
     state.counters["requested"] = r;
     state.counters["allocated"] = static_cast<double>(s.allocated_bytes);
+    state.counters["cached"] = static_cast<double>(s.thread_cache_bytes + s.transfer_cache_bytes);
     state.counters["heap_active"] = static_cast<double>(s.heap_active_bytes);
     state.counters["mapped"] = static_cast<double>(s.mapped_bytes);
     state.counters["pinned"] = static_cast<double>(s.pinned_bytes);

@@ -171,73 +171,91 @@ class Page:
         self.w()
 
     # --- 1. allocation ----------------------------------------------------------------------
+    ALLOCATORS = ["pinpool", "jemalloc", "mimalloc", "tcmalloc", "glibc"]
+    BASELINES = ["jemalloc", "mimalloc", "tcmalloc", "glibc"]
+    WINDOWS = [("small", "64 B-1 KiB", 16), ("medium", "4-64 KiB", 256), ("64k", "64 KiB", 256),
+               ("large", "1-4 MiB", 16)]
+
     def alloc(self):
         r = Results(os.path.join(self.out, "alloc.json"), aggregate="min")
-        self.w("## 1. Allocation fast path")
+        self.w("## 1. Allocation")
         self.w()
         if not r.present:
             self.w("Not measured in this run.")
             self.w()
             return
-        allocators = ["pinpool", "jemalloc", "mimalloc", "tcmalloc", "glibc"]
-        baselines = ["jemalloc", "mimalloc", "tcmalloc"]
         self.w("Nanoseconds per allocate + free, per thread, the best of the repetitions (other "
-               "engineers' compiles shared the 2 CPUs and interference only adds time; the ratio of "
-               "the medians is shown too). `pair`: one "
-               "allocation freed at once; `batch`: 64 allocations, then 64 frees (time / 64). "
-               "pinpool is `Pool::Allocate` + `Deallocate(Block)` through `libpinpool.so`; "
-               "jemalloc is a separate renamed static copy (`pinpool_je_malloc`, default options); "
-               "mimalloc (`mi_malloc`/`mi_free`) and tcmalloc (`tc_malloc`/`tc_free`, gperftools) are "
-               "Debian's shared libraries loaded `RTLD_LOCAL` and called through a pointer; glibc is "
-               "the process's own `malloc`, which none of them replaced "
-               f"(context: malloc from `{r.context.get('malloc', '?')}`). All in one process, "
-               "benchmarks randomly interleaved. Target: pinpool within 1.5x of the fastest of "
-               "jemalloc, mimalloc and tcmalloc at each size.")
+               "engineers' work shared the 2 CPUs and interference only adds time; the ratio of "
+               "the medians is shown too). Every allocator runs every case twice: with its **sized** "
+               "free and with its free **by address**. pinpool sized is `Pool::Allocate` + "
+               "`Deallocate(Block)`, by address the C API's `pinpool_malloc` + `pinpool_free` "
+               "(drop-in use), both through `libpinpool.so`; jemalloc is a separate renamed static "
+               "copy (default options; `sdallocx` / `free`); mimalloc (`mi_free_size` / `mi_free`) "
+               "and tcmalloc (gperftools; `tc_free_sized` / `tc_free`) are Debian's shared "
+               "libraries loaded `RTLD_LOCAL` and called through a pointer; glibc is the process's "
+               "own `malloc`, which none of them replaced "
+               f"(context: malloc from `{r.context.get('malloc', '?')}`), and has no sized free: its "
+               "`free` stands in the sized rows. All in one process, benchmarks randomly "
+               "interleaved, every random choice from sequences generated once with fixed seeds "
+               "(the same for every allocator); blocks are never touched. Shapes: `pair` = one "
+               "allocation freed at once; `batch` = 64 allocations, then the 64 frees (time / 64); "
+               "`window` = W blocks outstanding, each step frees a random one and allocates a "
+               "block of a random size (log-uniform in the range) in its place; `producer/consumer`"
+               " = one thread allocates 64 B-64 KiB and passes each block through a 256-slot ring "
+               "to another thread, which frees it (time per block). With 2 threads each thread "
+               "runs its own loop (time per thread). Target: pinpool within 1.5x of the fastest of "
+               "jemalloc, mimalloc, tcmalloc and glibc in every case.")
         self.w()
+        self.alloc_met = self.alloc_total = 0
+        self.alloc_worst = None
+        self.alloc_series = {}
         sizes = sorted({int(m.group(1)) for n in r.runs
-                        for m in [re.match(r"pair/\w+/(\d+)/", n)] if m})
-        met = total = 0
-        worst = None
-        series = {}
+                        for m in [re.match(r"pair/\w+/\w+/(\d+)/", n)] if m})
+        header = ("| {0} | free | " + " | ".join(a if a != "glibc" else "glibc¹" for a in self.ALLOCATORS)
+                  + " | fastest baseline | pinpool / fastest | ≤ 1.5x | same, medians |")
+        sep = "|---|---|" + "---|" * (len(self.ALLOCATORS) + 4)
         for shape in ["pair", "batch"]:
             for threads in [1, 2]:
                 self.w(f"**{shape}, {threads} thread{'s' if threads > 1 else ''}** (ns)")
                 self.w()
-                self.w("| size | " + " | ".join(allocators) + " | fastest baseline | pinpool / fastest | ≤ 1.5x | same, medians |")
-                self.w("|---|" + "---|" * (len(allocators) + 4))
+                self.w(header.format("size"))
+                self.w(sep)
                 for size in sizes:
-                    vals = {}
-                    for a in allocators:
-                        v = r.ns(f"{shape}/{a}/{size}/real_time/threads:{threads}")
-                        if v is not None and shape == "batch":
-                            v /= 64
-                        vals[a] = v
-                        series.setdefault((shape, threads, a), []).append((size, v))
-                    base = {a: vals[a] for a in baselines if vals[a] is not None}
-                    best = min(base, key=base.get) if base else None
-                    ratio = vals["pinpool"] / base[best] if best and vals["pinpool"] else None
-                    ok = None if ratio is None else ratio <= 1.5
-                    med = {a: r.median_ns(f"{shape}/{a}/{size}/real_time/threads:{threads}") for a in allocators}
-                    mb = {a: med[a] for a in baselines if med[a] is not None}
-                    mratio = med["pinpool"] / min(mb.values()) if mb and med["pinpool"] else None
-                    if ok is not None:
-                        total += 1
-                        met += ok
-                        if worst is None or ratio > worst[0]:
-                            worst = (ratio, shape, threads, size, best)
-                    self.w(f"| {fmt_size(size)} | " + " | ".join(f"{vals[a]:.1f}" if vals[a] else "n/a" for a in allocators)
-                           + f" | {best or 'n/a'} | {fmt_ratio(ratio)} | {'yes' if ok else ('no' if ok is not None else 'n/a')} | {fmt_ratio(mratio)} |")
+                    for free in ["sized", "address"]:
+                        names = {a: f"{shape}/{'address' if a == 'glibc' else free}/{a}/{size}/real_time/threads:{threads}"
+                                 for a in self.ALLOCATORS}
+                        self.alloc_row(r, fmt_size(size), free, names, 64 if shape == "batch" else 1,
+                                       (shape, threads, size))
                 self.w()
-        self.targets.append(("Allocation: pinpool within 1.5x of the fastest of jemalloc/mimalloc/tcmalloc",
-                             "every size, shape, thread count",
-                             f"{met} of {total} cases" + (f"; worst {worst[0]:.2f}x ({worst[1]}, {worst[2]} thr, {fmt_size(worst[3])}, vs {worst[4]})" if worst else ""),
-                             met == total if total else None))
-        # Figure: 2x2 panels, ns vs size, one line per allocator.
+        self.w("**windows of outstanding blocks, and producer/consumer** (ns)")
+        self.w()
+        self.w(header.format("shape"))
+        self.w(sep)
+        for name, label, window in self.WINDOWS:
+            for threads in [1, 2]:
+                for free in ["sized", "address"]:
+                    names = {a: f"window/{name}/{'address' if a == 'glibc' else free}/{a}/real_time/threads:{threads}"
+                             for a in self.ALLOCATORS}
+                    self.alloc_row(r, f"window {label}, W={window}, {threads} thr", free, names, 1, None)
+        for free in ["sized", "address"]:
+            names = {a: f"prodcons/{'address' if a == 'glibc' else free}/{a}/real_time/threads:2"
+                     for a in self.ALLOCATORS}
+            self.alloc_row(r, "producer/consumer 64 B-64 KiB, 2 thr", free, names, 1, None)
+        self.w()
+        self.w("¹ glibc has no sized free: its `free` in both rows.")
+        self.w()
+        worst = self.alloc_worst
+        self.targets.append(("Allocation: pinpool within 1.5x of the fastest of jemalloc/mimalloc/tcmalloc/glibc",
+                             "every shape, size, thread count, free flavour",
+                             f"{self.alloc_met} of {self.alloc_total} cases" +
+                             (f"; worst {worst[0]:.2f}x ({worst[1]}, {worst[2]} free, vs {worst[3]})" if worst else ""),
+                             self.alloc_met == self.alloc_total if self.alloc_total else None))
+        # Figure: 2x2 panels (pair/batch x 1/2 threads), sized free, ns vs size.
         data = {}
-        for (shape, threads, a), pts in series.items():
+        for (shape, threads, a), pts in self.alloc_series.items():
             data[f"alloc_{shape}_{threads}_{a}.dat"] = "".join(f"{s} {v}\n" for s, v in pts if v)
-        body = ['set multiplot layout 2,2 title "Allocate + free, ns per pair (lower is better)"',
-                'set logscale xy', 'set xtics ("64" 64, "256" 256, "1K" 1024, "4K" 4096, "16K" 16384, "64K" 65536, "256K" 262144, "1M" 1048576)',
+        body = ['set multiplot layout 2,2 title "Allocate + free (sized free), ns per pair (lower is better)"',
+                'set logscale xy', 'set xtics ("64" 64, "256" 256, "1K" 1024, "4K" 4096, "16K" 16384, "64K" 65536, "256K" 262144, "1M" 1048576, "4M" 4194304)',
                 'set xlabel "block size (bytes)"', 'set ylabel "ns"', 'set key top left', 'set grid',
                 'set bmargin 6']
         for shape in ["pair", "batch"]:
@@ -245,9 +263,33 @@ class Page:
                 body.append(f'set title "{shape}, {threads} thread{"s" if threads > 1 else ""}"')
                 body.append("plot " + ", ".join(
                     f'"alloc_{shape}_{threads}_{a}.dat" using 1:2 with linespoints lw 2 title "{a}"'
-                    for a in allocators))
+                    for a in self.ALLOCATORS))
         body.append("unset multiplot")
         self.plot("alloc", {"body": "\n".join(body) + "\n", "height": 900}, data)
+
+    def alloc_row(self, r, label, free, names, divide, series_key):
+        """One table row: every allocator's figure for one case, the fastest baseline, the ratio."""
+        vals, med = {}, {}
+        for a, n in names.items():
+            v, m = r.ns(n), r.median_ns(n)
+            vals[a] = v / divide if v is not None else None
+            med[a] = m / divide if m is not None else None
+            if series_key and free == "sized":
+                shape, threads, size = series_key
+                self.alloc_series.setdefault((shape, threads, a), []).append((size, vals[a]))
+        base = {a: vals[a] for a in self.BASELINES if vals[a] is not None}
+        best = min(base, key=base.get) if base else None
+        ratio = vals["pinpool"] / base[best] if best and vals["pinpool"] else None
+        ok = None if ratio is None else ratio <= 1.5
+        mb = [med[a] for a in self.BASELINES if med[a] is not None]
+        mratio = med["pinpool"] / min(mb) if mb and med["pinpool"] else None
+        if ok is not None:
+            self.alloc_total += 1
+            self.alloc_met += ok
+            if self.alloc_worst is None or ratio > self.alloc_worst[0]:
+                self.alloc_worst = (ratio, label, free, best)
+        self.w(f"| {label} | {free} | " + " | ".join(f"{vals[a]:.1f}" if vals[a] else "n/a" for a in self.ALLOCATORS)
+               + f" | {best or 'n/a'} | {fmt_ratio(ratio)} | {'yes' if ok else ('no' if ok is not None else 'n/a')} | {fmt_ratio(mratio)} |")
 
     # --- 2. RDMA-ready buffer ------------------------------------------------------------------
     def rdma_ready(self):
@@ -410,6 +452,8 @@ class Page:
             self.plot("growth", {"body": "\n".join(body) + "\n"}, data, guest=verbs.present)
 
     # --- 4. overhead ----------------------------------------------------------------------------------
+    PINNED_BEFORE_ISSUE13 = 1.374  # docs/benchmarks.md at fffccc0, 512 MiB requested
+
     def overhead(self):
         self.w("## 4. Memory overhead under a mixed-size workload")
         self.w()
@@ -429,7 +473,10 @@ class Page:
         self.w("| quantity | bytes | per byte requested |")
         self.w("|---|---|---|")
         self.w(f"| requested by the live blocks ({int(b['blocks'])} blocks) | {req / MIB:.1f} MiB | 1.000 |")
-        for key, label in [("allocated", "allocated (size classes of live blocks + thread caches)"),
+        rows = [("allocated", "allocated (size classes of live blocks + free blocks in caches)")]
+        if "cached" in b:
+            rows.append(("cached", "of which free blocks in thread caches and transfer stacks"))
+        for key, label in rows + [
                            ("heap_active", "heap active (pages in use for blocks)"),
                            ("mapped", "mapped by the pool (whole chunks)"),
                            ("pinned", "pinned (registered)"),
@@ -437,10 +484,17 @@ class Page:
             self.w(f"| {label} | {b[key] / MIB:.1f} MiB | {b[key] / req:.3f} |")
         self.w()
         self.w("Pinned per requested is what a registration cache avoids paying for buffers it never "
-               "sees, and what pinpool pays for owning the memory: the heap's size classes "
-               "(allocated / requested), pages held by the heap but free (heap active / allocated), "
-               "and whole chunks mapped ahead (mapped / heap active).")
+               "sees, and what pinpool pays for owning the memory: the heap's size classes and the "
+               "free blocks its caches keep ready (allocated / requested), pages held by the heap "
+               "but free (heap active / allocated), and whole chunks mapped ahead (mapped / heap "
+               "active). Caches never make the pool grow: an allocation that finds no free span "
+               "gives back its thread's cache and the transfer stacks before mapping a chunk.")
         self.w()
+        pinned = b["pinned"] / req
+        self.targets.append(("Memory: bytes pinned per byte requested, mixed workload, no worse than "
+                             f"before issue 13 ({self.PINNED_BEFORE_ISSUE13})",
+                             f"{req / MIB:.0f} MiB requested",
+                             f"{pinned:.3f}", pinned <= self.PINNED_BEFORE_ISSUE13 + 0.0005))
 
     # --- 5. data path -----------------------------------------------------------------------------
     def wire(self):

@@ -43,6 +43,8 @@ function(pinpool_engine)
   add_library(${target} SHARED ${E_SOURCES})
   add_library(pinpool::${E_NAME} ALIAS ${target})
   target_compile_options(${target} PRIVATE -Wall -Wextra $<$<BOOL:${PINPOOL_WERROR}>:-Werror>)
+  # What the engines share (src/engines/*.h), and nothing of the core's internals.
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/engines)
   # The engine is public: pinpool/ucx.h and pinpool/fabric.h include its headers.
   target_link_libraries(${target} PUBLIC pinpool PkgConfig::${E_PREFIX}
                         PRIVATE absl::str_format absl::strings absl::synchronization)

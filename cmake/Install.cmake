@@ -11,9 +11,9 @@
 #   built (cmake/InstallEngines.cmake)                                  components pinpool_Ucx,
 #                                                                       pinpool_Fabric
 #
-# The library's internals (the static pinpool_core, and the private, renamed jemalloc archive)
-# are linked into libpinpool.so and hidden there (hidden visibility, cmake/libpinpool.map): they
-# are not installed and are no dependency of consumers. Abseil is (absl::status/statusor appear in public
+# The library's internals (the layers' objects, also built as the static pinpool_core) are linked
+# into libpinpool.so and hidden there (hidden visibility, cmake/libpinpool.map): they are not
+# installed and are no dependency of consumers. Abseil is (absl::status/statusor appear in public
 # headers), and so is libibverbs (pinpool/verbs.h includes <infiniband/verbs.h>), so both the
 # CMake package and the .pc file declare them.
 #

@@ -11,8 +11,9 @@
 #   --report DIR     measure nothing: rewrite the page from an earlier run's results directory
 #                    (after editing bench/report.py or bench/benchmarks-notes.md)
 #
-# On the host: alloc_compare_benchmark (allocation fast path), growth_benchmark (long-term pin,
-# mlock and io_uring), overhead_benchmark. In ONE soft-RoCE guest (scripts/softroce/run-in-guest.sh):
+# On the host: alloc_compare_benchmark (allocation: pair, batch, windows of outstanding blocks,
+# producer/consumer; sized and by-address frees), growth_benchmark (long-term pin, mlock and
+# io_uring), overhead_benchmark. In ONE soft-RoCE guest (scripts/softroce/run-in-guest.sh):
 # bench/guest-benchmarks.sh (rdma_ready_benchmark, wire_benchmark, perftest's ib_write_bw,
 # remote_access_benchmark, growth_benchmark on verbs). Then bench/report.py writes the page and plots them with gnuplot.
 #
@@ -118,7 +119,7 @@ common=(--benchmark_repetitions=$reps --benchmark_report_aggregates_only=true
 
 # --- host -----------------------------------------------------------------------------------
 load alloc_start
-log "allocation fast path (alloc_compare_benchmark)"
+log "allocation (alloc_compare_benchmark: every shape, both free flavours)"
 "$bench/alloc_compare_benchmark" "${common[@]}" --benchmark_min_time=$min_time \
   --benchmark_enable_random_interleaving=true \
   --benchmark_out="$out/alloc.json" --benchmark_out_format=json > /dev/null

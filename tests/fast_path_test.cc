@@ -4,8 +4,8 @@
 //    registrations (counting fake domain) nor of mmap/munmap/madvise calls (os layer counters).
 // 2. The kernel's word for it: a child process warms a pool, then installs a seccomp filter that
 //    kills it on ANY system call but exit, and runs 10^6 allocate/free pairs. A single system
-//    call anywhere below Allocate/Deallocate (jemalloc included) kills the child with SIGSYS and
-//    the test reports which call it was.
+//    call anywhere below Allocate/Deallocate (every layer of the heap) kills the child with SIGSYS
+//    and the test reports which call it was.
 #include <gtest/gtest.h>
 #include <linux/audit.h>
 #include <linux/filter.h>

@@ -54,7 +54,7 @@ std::pair<std::uintptr_t, std::uintptr_t> UseAPool() {
 }
 
 TEST(LifecycleTest, DestroyUnmapsTheRangeAndReturnsPinnedLockedAndMappedBytes) {
-  UseAPool();  // first uses set up jemalloc's and glibc's own process-wide state, which stays
+  UseAPool();  // first uses set up the heap's and glibc's own process-wide state, which stays
   UseAPool();
   const long long pinned = ProcStatusBytes("VmPin");
   const long long locked = ProcStatusBytes("VmLck");
@@ -65,7 +65,7 @@ TEST(LifecycleTest, DestroyUnmapsTheRangeAndReturnsPinnedLockedAndMappedBytes) {
     EXPECT_EQ(ProcStatusBytes("VmPin"), pinned) << "after pool " << i;
     EXPECT_EQ(ProcStatusBytes("VmLck"), locked) << "after pool " << i;
   }
-  // A leak per pool (a chunk is 8 MiB, the range 256 MiB, jemalloc's arena metadata 2 MiB) adds
+  // A leak per pool (a chunk is 8 MiB, the range 256 MiB, the heap's metadata 1 MiB) adds
   // up over five pools; the allocators' own bookkeeping moves VmSize by less than 4 MiB.
   // (Under ASan, its allocator's quarantine maps memory of its own: the per-range check above
   // still holds there.)

@@ -53,8 +53,9 @@ TEST(BudgetTest, GrowthStopsAtTheBudgetWithAnErrorNamingIt) {
   pool->Deallocate(again);
 }
 
-// jemalloc sets up process-wide state (its own arena for tcache metadata) on first use; that is
-// not the pool's, so tests measuring what a pool leaves behind create and destroy one first.
+// The first pool sets up process-wide state (the live-heap registry, this thread's cache list);
+// that is not the pool's, so tests measuring what a pool leaves behind create and destroy one
+// first.
 void WarmUpJemalloc() {
   PoolOptions o;
   o.chunk_size = 2 * kMiB;

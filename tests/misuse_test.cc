@@ -104,8 +104,9 @@ TEST_F(MisuseDeathTest, DoubleFreeOfEverySizeAndAlignmentAborts) {
   ExpectPoolStillServes(*pool);
 }
 
-TEST_F(MisuseDeathTest, DoubleFreeAfterTheBlockWentBackToJemallocAborts) {
-  // A full bin flushes its oldest blocks to jemalloc: they keep the mark there.
+TEST_F(MisuseDeathTest, DoubleFreeAfterTheBlockLeftTheThreadCacheAborts) {
+  // A full bin flushes its oldest blocks to the central layer (transfer stacks, then slabs): they
+  // keep the mark there.
   auto pool = Pool::Create(Options()).value();
   std::vector<Block> blocks;
   for (int i = 0; i < 1000; ++i) blocks.push_back(pool->Allocate(64));
@@ -187,14 +188,13 @@ TEST_F(MisuseDeathTest, UnalignedInteriorPointersAbortOnEveryFreePath) {
 
 TEST_F(MisuseDeathTest, AlignedInteriorPointersAbortOnFreeByAddress) {
   auto pool = Pool::Create(Options()).value();
-  // Inside the middle pages of a large block (jemalloc knows no extent there); the sized free
-  // names a size above the thread caches' 1 MiB, so it takes the checked path.
+  // Inside the middle pages of a large block (no page map entry there), by address and sized.
   Block large = pool->Allocate(2 * kMiB);
   auto* l = static_cast<char*>(large.data());
   EXPECT_DEATH(pool->Deallocate(l + 256 * kKiB), Expect("Deallocate", "inside a larger block"));
   EXPECT_DEATH(pool->Deallocate(l + 512 * kKiB, kMiB + 16),
                Expect("Deallocate", "inside a larger block"));
-  // Inside a small block of a power-of-two class: caught exactly.
+  // Inside a small block: caught exactly (its offset from the slab's start).
   for (std::size_t size : {std::size_t{64}, std::size_t{256}, std::size_t{4096}}) {
     Block b = pool->Allocate(size);
     auto* p = static_cast<char*>(b.data());
@@ -204,6 +204,46 @@ TEST_F(MisuseDeathTest, AlignedInteriorPointersAbortOnFreeByAddress) {
     pool->Deallocate(b);
   }
   pool->Deallocate(large);
+  ExpectPoolStillServes(*pool);
+}
+
+TEST_F(MisuseDeathTest, EveryFreeCatchesAlignedInteriorPointersAndOversizedSizes) {
+  // The page map gives every free (sized, by Block, by address) the block's class and its slab's
+  // start, so an aligned interior pointer of any class is caught, and so is a size larger than
+  // the block, on the fast path itself.
+  auto pool = Pool::Create(Options()).value();
+  for (std::size_t size : {std::size_t{48}, std::size_t{64}, std::size_t{80}, std::size_t{640},
+                           std::size_t{4096}, 20 * kKiB, 100 * kKiB}) {
+    Block b = pool->Allocate(size);
+    Block neighbour = pool->Allocate(size);
+    auto* p = static_cast<char*>(b.data());
+    EXPECT_DEATH(pool->Deallocate(p + 16, 16), Expect("Deallocate", "not the start of a block"))
+        << size;
+    EXPECT_DEATH(pool->Deallocate(Block(p + 32, 16, &b.chunk())),
+                 Expect("Deallocate", "not the start of a block"))
+        << size;
+    EXPECT_DEATH(pool->Deallocate(p + 16), Expect("Deallocate", "not the start of a block"))
+        << size;
+    EXPECT_DEATH(pool->Deallocate(p, 2 * size + 4096),
+                 Expect("Deallocate", "larger than the block"))
+        << size;
+    pool->Deallocate(b);
+    pool->Deallocate(neighbour);
+  }
+  ExpectPoolStillServes(*pool);
+}
+
+TEST_F(MisuseDeathTest, FreeOfABlockNeverHandedOutAborts) {
+  // Every block of a new slab carries the free mark until it is handed out: the last block of
+  // the slab this 64-byte block came from was never handed out.
+  auto pool = Pool::Create(Options()).value();
+  Block b = pool->Allocate(64);
+  const auto page = reinterpret_cast<std::uintptr_t>(b.data()) & ~std::uintptr_t{4095};
+  void* last = reinterpret_cast<void*>(page + 4096 - 64);
+  ASSERT_NE(last, b.data());
+  EXPECT_DEATH(pool->Deallocate(last, 64), Expect("Deallocate", "free already"));
+  EXPECT_DEATH(pool->Deallocate(last), Expect("Deallocate", "free already"));
+  pool->Deallocate(b);
   ExpectPoolStillServes(*pool);
 }
 

@@ -143,8 +143,8 @@ TEST(PoolTest, ReallocateKeepsContentsAndKeys) {
 }
 
 TEST(PoolTest, ShrinkingToAFewBytesKeepsSixteenByteBlocksWhole) {
-  // jemalloc's 8-byte class is 8-byte aligned; a block shrunk into it and freed must never come
-  // back as a 16-byte block overlapping its neighbour.
+  // No block is below 16 bytes (the free mark needs 8): a block shrunk to a few bytes and freed
+  // must never come back overlapping its neighbour (as a jemalloc 8-byte block once could).
   auto pool = Pool::Create(SmallOptions()).value();
   for (int i = 0; i < 200; ++i) {
     Block b = pool->Allocate(64);
@@ -201,8 +201,9 @@ TEST(PoolTest, TwoPoolsNeverShareMemory) {
 }
 
 TEST(PoolTest, PlainMallocNeverReturnsPoolMemoryAfterPoolFrees) {
-  // jemalloc's automatic tcache is shared by all arenas (notes/jemalloc.md, trap 1): freeing a
-  // pool block must not put it where the application's allocator could hand it out.
+  // Freeing a pool block must never put it where the application's allocator could hand it out
+  // (the trap of a cache shared between allocators, such as a thread cache keyed only by size
+  // class that both the application's malloc and the pool would feed).
   auto pool = Pool::Create(SmallOptions()).value();
   for (int round = 0; round < 100; ++round) {
     Block b = pool->Allocate(64);

@@ -1,7 +1,7 @@
 // Freed memory is reused for other sizes: a pool never purges, so memory freed in one size must
 // serve later requests of others, or the pool grows until its budget runs out while little is
-// live. (jemalloc by default refuses to split a free extent more than 64x larger than the request:
-// freed blocks that coalesced into chunk-sized extents were never reused.)
+// live. (The jemalloc heap once refused to split a free extent more than 64x larger than the
+// request: freed blocks that coalesced into chunk-sized extents were never reused.)
 #include <gtest/gtest.h>
 
 #include <cstddef>

@@ -46,11 +46,11 @@ struct PoolOptions {
   bool populate = true;
 
   // Debug-tier checks, for tests and for hunting a corruption. The pool keeps no per-thread
-  // caches (every allocation and free goes to jemalloc: several times slower) and records every
-  // live block, so every free is checked exactly: a pointer that is not a live block's start
-  // (any interior pointer, any double free) and a sized free naming more bytes than the block
-  // has abort naming the pointer; destroying the pool with live blocks prints a warning that
-  // counts them. See docs/robustness.md.
+  // caches (every allocation and free goes to the shared layer: several times slower) and
+  // records every live block, so every free is checked exactly, races between threads included:
+  // a pointer that is not a live block's start (any interior pointer, any double free) and a
+  // sized free naming more bytes than the block has abort naming the pointer; destroying the
+  // pool with live blocks prints a warning that counts them. See docs/robustness.md.
   bool debug_checks = false;
 
   // Growth off the allocation path (docs/growth.md). When the room in mapped chunks that no

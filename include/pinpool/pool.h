@@ -4,8 +4,9 @@
 // A pool reserves one aligned virtual range at creation and maps and registers it a whole chunk
 // at a time, with every domain, up to its budget. Registration is what pins: each domain says how
 // (Domain::pinning; GetStats().pinned_bytes and locked_bytes count the chunks by it). Blocks are
-// carved from the chunks by a private jemalloc arena with one cache per thread; registered pages
-// are never returned to the kernel while the pool lives.
+// carved from the chunks by the pool's own heap (size classes, per-thread caches, a shared
+// transfer layer, a page heap); registered pages are never returned to the kernel while the pool
+// lives.
 //
 // Thread safety: Allocate, Deallocate, Reallocate, Lookup and UsableSize may be called from any
 // thread at once; a block may be freed by a thread other than the one that allocated it. They
@@ -15,10 +16,10 @@
 // Errors: Create and Reserve return a Status saying which limit was hit and what to change. The
 // allocation path never throws: it returns an empty Block, and last_growth_error() says why.
 // Misuse that would corrupt the pool aborts with a message naming the pointer and the rule:
-// freeing an address outside the pool's chunks, a double free, a pointer that is not 16-byte
-// aligned (and, on frees by address, most other interior pointers). docs/robustness.md states
-// the policy for every misuse and exactly what is caught; PoolOptions::debug_checks catches the
-// rest, at the cost of the fast path.
+// freeing an address outside the pool's chunks, a double free, a pointer that is not the start
+// of a block, a sized free naming more bytes than the block has. docs/robustness.md states the
+// policy for every misuse and exactly what is caught; PoolOptions::debug_checks catches the rest
+// (races), at the cost of the fast path.
 #ifndef PINPOOL_POOL_H_
 #define PINPOOL_POOL_H_
 
@@ -78,8 +79,8 @@ class PINPOOL_EXPORT Pool {
   // Frees by address and the size it was allocated (or last reallocated) with: as fast as
   // freeing the Block. Null is ignored; size 0 means unknown (as the next overload).
   void Deallocate(void* data, std::size_t size) noexcept;
-  // Frees by address alone (C-style; looks the size up, and checks the address more closely
-  // than the sized free can afford to). Null is ignored.
+  // Frees by address alone (C-style): as fast, and checked as closely, as the sized free (the
+  // block's size class comes from the pool's page map either way). Null is ignored.
   void Deallocate(void* data) noexcept;
 
   // Resizes in place when it can, else moves the contents to a new block (aligned to 16 bytes;
@@ -126,7 +127,7 @@ class PINPOOL_EXPORT Pool {
   PoolStats GetStats() const;
   const PoolOptions& options() const noexcept;
   std::size_t chunk_size() const noexcept;
-  // The largest size Allocate can serve: 7/8 of chunk_size.
+  // The largest size Allocate can serve: 7/8 of chunk_size (one block never spans two chunks).
   std::size_t max_block_size() const noexcept;
 
  private:
@@ -146,16 +147,19 @@ class PINPOOL_EXPORT Pool {
   std::unique_ptr<internal::Arena> arena_;
   std::unique_ptr<internal::Heap> heap_;
   std::unique_ptr<internal::GrantRegistry> grants_;
-  // Copies of the heap's id and free-mark secret and of the arena's chunk map, so the fast path
-  // reads one cache line of the Pool instead of chasing into the Heap and the Arena. The
-  // destructor sets heap_id_ to a dead id and range_size_ to 0, so that a call through a
-  // dangling pointer takes the slow path, which checks alive_.
+  // Copies of the heap's id, free-mark secret and page map and of the arena's chunk map, so the
+  // fast path reads one cache line of the Pool instead of chasing into the Heap and the Arena.
+  // The destructor sets heap_id_ to a dead id and range_size_ and max_block_ to 0, so that a
+  // call through a dangling pointer takes the slow path, which checks alive_.
   std::uint64_t heap_id_ = 0;
   std::uint64_t secret_ = 0;
   std::uintptr_t range_base_ = 0;
   std::size_t range_size_ = 0;
+  std::size_t max_block_ = 0;
   unsigned chunk_shift_ = 0;
+  std::size_t page_mask_ = 0;  // pages per chunk - 1
   const void* chunk_table_ = nullptr;
+  const void* page_table_ = nullptr;
   std::uint64_t alive_ = kAlive;
   PoolOptions options_;  // as created with, the default domain filled in
 };

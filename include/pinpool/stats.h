@@ -91,13 +91,21 @@ struct PINPOOL_EXPORT PoolStats {
   // fixed. Chunks locked by a resident (mlock) domain: in memory, but they may move.
   std::size_t pinned_bytes = 0;
   std::size_t locked_bytes = 0;
-  std::size_t budget_bytes = 0;     // PoolOptions::budget, rounded down to chunks
-  std::size_t allocated_bytes = 0;  // bytes in live blocks and in per-thread caches (size classes)
+  std::size_t budget_bytes = 0;       // PoolOptions::budget, rounded down to chunks
+  std::size_t allocated_bytes = 0;    // bytes in blocks handed out of the heap's slabs and spans
+                                      // (size classes): live blocks and the caches' blocks below
   std::size_t heap_active_bytes = 0;  // pages the heap has in use for blocks (>= allocated)
   std::size_t thread_caches = 0;      // per-thread caches the heap holds (one per thread in use)
-  std::uint64_t growths = 0;          // chunks added, ever (trimmed ones too)
-  std::uint64_t growth_failures = 0;  // attempts to add a chunk that failed
-  std::size_t memlock_limit = 0;      // RLIMIT_MEMLOCK soft limit; SIZE_MAX when unlimited
+  // Free blocks held in caches (counted in allocated_bytes, ready to be handed out again), and
+  // their bounds. A failing allocation drains them all before it gives up (cache_drains counts).
+  std::size_t thread_cache_bytes = 0;          // in all per-thread caches together
+  std::size_t transfer_cache_bytes = 0;        // on the shared transfer stacks
+  std::size_t thread_cache_limit_bytes = 0;    // the most one thread's cache holds (0: no caches)
+  std::size_t transfer_cache_limit_bytes = 0;  // the most the transfer stacks hold together
+  std::uint64_t cache_drains = 0;              // times every cache was drained for an allocation
+  std::uint64_t growths = 0;                   // chunks added, ever (trimmed ones too)
+  std::uint64_t growth_failures = 0;           // attempts to add a chunk that failed
+  std::size_t memlock_limit = 0;               // RLIMIT_MEMLOCK soft limit; SIZE_MAX when unlimited
   // The whole process's counters now, all pools and anything else in it: VmPin (long-term pins:
   // the default domain, io_uring buffers, RDMA regions) and VmLck (mlock).
   std::size_t process_pinned_bytes = 0;
@@ -118,8 +126,8 @@ struct PINPOOL_EXPORT PoolStats {
   // Share of the heap's active pages that no block uses (size-class rounding, partly used runs):
   // 1 - allocated/heap_active, in [0, 1]; 0 when nothing is active.
   double heap_fragmentation() const noexcept;
-  // Bytes mapped (and registered) that are not in a block or a thread cache, and their share of
-  // what is mapped (0 when nothing is).
+  // Bytes mapped (and registered) that are not in a block or a cache, and their share of what is
+  // mapped (0 when nothing is).
   std::size_t mapped_unused_bytes() const noexcept;
   double mapped_unused_fraction() const noexcept;
 

@@ -147,8 +147,8 @@ class Arena {
            ((reinterpret_cast<std::uintptr_t>(b) - base_) >> chunk_shift_);
   }
 
-  // True when `p` lies in space of its chunk that Carve has handed out (so jemalloc has an
-  // extent there). `p` must lie in a mapped chunk (ChunkOf(p) != null). Lock-free.
+  // True when `p` lies in space of its chunk that Carve has handed out (so the heap has
+  // pages there). `p` must lie in a mapped chunk (ChunkOf(p) != null). Lock-free.
   bool Carved(const void* p) const noexcept {
     const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(p) - base_;
     return (off & (config_.chunk_size - 1)) <

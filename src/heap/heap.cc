@@ -1,34 +1,22 @@
 #include "heap/heap.h"
 
+#include <linux/membarrier.h>
+#include <sched.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <string>
+#include <new>
 #include <unordered_map>
 #include <utility>
 
-#include "absl/strings/str_format.h"
-#include "heap/jemalloc.h"
 #include "util/bytes.h"
 #include "util/check.h"
-
-// Options for pinpool's private jemalloc only (the renamed copy reads pinpool_je_malloc_conf, and
-// PINPOOL_JEC from the environment, never MALLOC_CONF). Its automatic tcache is off: every call
-// passes MALLOCX_TCACHE_NONE (pinpool's own thread caches stand in front). retain is off so that
-// a destroyed arena's metadata is unmapped, not kept. lg_extent_max_active_fit:63 lets any freed
-// extent serve any smaller request: by default jemalloc will not split an extent more than 64x
-// the request, counting on purging to return it; pinpool never purges, so freed memory that had
-// coalesced into large extents was never reused and the pool grew until its budget ran out.
-extern "C" {
-__attribute__((visibility("hidden"))) const char* pinpool_je_malloc_conf =
-    "tcache:false,retain:false,lg_extent_max_active_fit:63";
-}
 
 namespace pinpool::internal {
 
@@ -50,31 +38,6 @@ Registry& registry() {
 }
 std::atomic<std::uint64_t> next_heap_id{1};
 
-template <typename T>
-int WriteCtl(const std::string& name, T value) {
-  return pinpool_je_mallctl(name.c_str(), nullptr, nullptr, &value, sizeof value);
-}
-template <typename T>
-T ReadCtl(const std::string& name) {
-  T value{};
-  std::size_t len = sizeof value;
-  if (pinpool_je_mallctl(name.c_str(), &value, &len, nullptr, 0) != 0) return T{};
-  return value;
-}
-
-struct JemallocArenaConfig {  // jemalloc's arena_config_t (experimental.arenas_create_ext)
-  extent_hooks_t* extent_hooks;
-  bool metadata_use_hooks;
-};
-
-// jemalloc's inspect_extent_util_stats_t (experimental.utilization.batch_query, which takes no
-// lock; the single query takes the bin's).
-struct ExtentUtil {
-  std::size_t nfree;
-  std::size_t nregs;
-  std::size_t size;  // bytes of the extent; 0 when jemalloc has no extent at the address
-};
-
 // A heap's free-mark secret: random, never 0 (so zeroed memory never looks free).
 std::uint64_t NewSecret() {
   std::uint64_t s = 0;
@@ -85,27 +48,58 @@ std::uint64_t NewSecret() {
   return s | 1;
 }
 
+// membarrier(PRIVATE_EXPEDITED) for the drain handshake: registered once per process (the first
+// heap's creation); false when the kernel or a sandbox refuses it.
+bool RegisterMembarrier() {
+  static const bool ok = [] {
+    const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+           syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  }();
+  return ok;
+}
+bool BarrierOnEveryCpu() {
+  return RegisterMembarrier() &&
+         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+// Each thread cache may hold 1/32 of the pool's budget, 2 to 64 MiB: deep enough for windows
+// and batches of blocks of every size up to a few MiB, and a small share of what the pool may
+// pin (a failing allocation drains every cache anyway).
+std::size_t ThreadCacheBudget(std::size_t budget) {
+  return std::clamp<std::size_t>(budget / 32, std::size_t{2} << 20, std::size_t{64} << 20);
+}
+// The transfer stacks together may hold 1/16 of the budget, 4 to 128 MiB.
+std::size_t TransferBudget(std::size_t budget) {
+  return std::clamp<std::size_t>(budget / 16, std::size_t{4} << 20, std::size_t{128} << 20);
+}
+
 }  // namespace
 
-// Every cache this thread created; at thread exit each goes back to its heap, if still alive.
-// The slots above are a most-recently-used window onto this list.
+// Every cache this thread created, by heap id; at thread exit each goes back to its heap, if still
+// alive. The slots above are a most-recently-used window onto this list. A cache lives in its
+// heap's metadata: once the heap is gone it is never touched again (only its id is compared).
 struct ThreadCacheOwner {
-  std::vector<std::unique_ptr<ThreadCache>> caches;
+  struct Entry {
+    std::uint64_t heap_id;
+    ThreadCache* cache;
+  };
+  std::vector<Entry> caches;
 
   // Drops caches whose heap is gone (a thread that outlives many pools keeps no garbage).
   void Prune() {
     Registry& r = registry();
     MutexLock lock(&r.mu);
-    std::erase_if(caches, [&](const auto& c) { return !r.heaps.contains(c->heap_id); });
+    std::erase_if(caches, [&](const Entry& e) { return !r.heaps.contains(e.heap_id); });
   }
 
   ~ThreadCacheOwner() {
     {
       Registry& r = registry();
       MutexLock lock(&r.mu);
-      for (auto& c : caches) {
-        auto it = r.heaps.find(c->heap_id);
-        if (it != r.heaps.end()) it->second->ReleaseCache(c.get());
+      for (const Entry& e : caches) {
+        auto it = r.heaps.find(e.heap_id);
+        if (it != r.heaps.end()) it->second->ReleaseCache(e.cache);
       }
     }
     std::memset(&tls_cache_slots, 0, sizeof tls_cache_slots);
@@ -114,80 +108,23 @@ struct ThreadCacheOwner {
 };
 thread_local ThreadCacheOwner tls_cache_owner;
 
-struct Heap::HookTable {
-  extent_hooks_t hooks;  // first: jemalloc passes &hooks to every hook
-  Heap* heap;
-};
-
-// The extent hooks. jemalloc's convention: bool-returning hooks return false on success.
-struct Heap::Hooks {
-  static Heap* From(extent_hooks_t* h) { return reinterpret_cast<HookTable*>(h)->heap; }
-
-  static void* Alloc(extent_hooks_t* h, void* new_addr, size_t size, size_t alignment, bool* zero,
-                     bool* commit, unsigned) {
-    if (new_addr != nullptr) return nullptr;  // cannot extend in place: carving is first fit
-    void* p = From(h)->arena_->Carve(size, alignment);
-    if (p == nullptr) return nullptr;
-    *zero = true;  // carved space is never reused: still the zero pages the kernel mapped
-    *commit = true;
-    return p;
-  }
-  // Refused: the extent stays with jemalloc as retained, still mapped and registered.
-  static bool Dalloc(extent_hooks_t*, void*, size_t, bool, unsigned) { return true; }
-  // Arena destruction: the pool unmaps whole chunks itself afterwards.
-  static void Destroy(extent_hooks_t*, void*, size_t, bool, unsigned) {}
-  static bool Commit(extent_hooks_t*, void*, size_t, size_t, size_t, unsigned) { return false; }
-  static bool Decommit(extent_hooks_t*, void*, size_t, size_t, size_t, unsigned) { return true; }
-  static bool Split(extent_hooks_t*, void*, size_t, size_t, size_t, bool, unsigned) {
-    return false;
-  }
-  // Two extents of different chunks lie in different registrations: never one extent.
-  static bool Merge(extent_hooks_t* h, void* a, size_t, void* b, size_t, bool, unsigned) {
-    return !From(h)->arena_->SameChunk(a, b);
-  }
-};
-
 Heap::Heap(Arena* arena, std::uint64_t id, bool debug_checks)
-    : hooks_(new HookTable{
-          {&Hooks::Alloc, &Hooks::Dalloc, &Hooks::Destroy, &Hooks::Commit, &Hooks::Decommit,
-           /*purge_lazy=*/nullptr, /*purge_forced=*/nullptr, &Hooks::Split, &Hooks::Merge},
-          this}),
-      arena_(arena),
+    : arena_(arena),
       id_(id),
       secret_(NewSecret()),
-      debug_(debug_checks) {
-  static_assert(offsetof(HookTable, hooks) == 0, "jemalloc passes &hooks");
-}
+      debug_(debug_checks),
+      thread_cache_budget_(ThreadCacheBudget(arena->range_size())),
+      chunks_(arena),
+      pages_(arena->range_base(), arena->chunk_shift(), arena->range_size() >> arena->chunk_shift(),
+             &chunks_, &metadata_),
+      central_(&pages_, &metadata_, secret_, TransferBudget(arena->range_size())) {}
 
 absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena, bool debug_checks) {
+  RegisterMembarrier();  // now, while system calls are allowed: a drain must not need one more
   std::unique_ptr<Heap> heap(new Heap(arena, next_heap_id.fetch_add(1), debug_checks));
-  JemallocArenaConfig config{&heap->hooks_->hooks, /*metadata_use_hooks=*/false};
-  unsigned index = 0;
-  std::size_t len = sizeof index;
-  if (int err = pinpool_je_mallctl("experimental.arenas_create_ext", &index, &len, &config,
-                                   sizeof config);
-      err != 0) {
+  if (!heap->pages_.ok()) {
     return absl::ResourceExhaustedError(
-        absl::StrFormat("creating the heap's jemalloc arena failed: %s", std::strerror(err)));
-  }
-  heap->arena_index_ = index;
-  heap->arena_created_ = true;
-  heap->base_flags_ = MALLOCX_ARENA(index) | MALLOCX_TCACHE_NONE;
-  const std::string prefix = absl::StrFormat("arena.%u.", index);
-  // Never purge: a purge is MADV_DONTNEED on registered pages (notes/jemalloc.md, trap 7).
-  // (opt.retain is off in pinpool's jemalloc: with it on, jemalloc never unmaps an arena's
-  // metadata, and every pool created and destroyed would leave 2 MiB of address space behind.)
-  const ssize_t never = -1;
-  int err = WriteCtl(prefix + "dirty_decay_ms", never);
-  if (err == 0) err = WriteCtl(prefix + "muzzy_decay_ms", never);
-  heap->query_miblen_ = 3;
-  if (err == 0) {
-    err = pinpool_je_mallctlnametomib("experimental.utilization.batch_query", heap->query_mib_,
-                                      &heap->query_miblen_);
-  }
-  if (err != 0) {
-    return absl::InternalError(
-        absl::StrFormat("configuring jemalloc arena %u failed: %s", index, std::strerror(err)));
+        "cannot map the heap's page map (out of memory for allocator metadata)");
   }
   Registry& r = registry();
   MutexLock lock(&r.mu);
@@ -205,20 +142,14 @@ Heap::~Heap() {
                    blocks, FormatBytes(bytes).c_str());
     }
   }
-  {
-    Registry& r = registry();
-    MutexLock lock(&r.mu);
-    r.heaps.erase(id_);
-  }
+  Registry& r = registry();
+  MutexLock lock(&r.mu);
+  r.heaps.erase(id_);
   // Threads' caches of this heap are left to their threads (who free them without touching
-  // their blocks). Destroying the arena drops every block and jemalloc's metadata for it.
-  if (!arena_created_) return;
-  [[maybe_unused]] const int err = pinpool_je_mallctl(
-      absl::StrFormat("arena.%u.destroy", arena_index_).c_str(), nullptr, nullptr, nullptr, 0);
-  PINPOOL_DCHECK(err == 0);
+  // their blocks); the page map, spans and stacks go with the members.
 }
 
-ThreadCache& Heap::CacheSlow() noexcept {
+ThreadCache* Heap::CacheSlow() noexcept {
   ThreadCacheSlots& t = tls_cache_slots;
   constexpr int kSlots = ThreadCacheSlots::kSlots;
   int i = 1;
@@ -229,15 +160,25 @@ ThreadCache& Heap::CacheSlow() noexcept {
   } else {
     i = kSlots - 1;  // evict the least recently used slot
     cache = nullptr;
-    for (const auto& c : tls_cache_owner.caches) {
-      if (c->heap_id == id_) cache = c.get();
+    for (const auto& e : tls_cache_owner.caches) {
+      if (e.heap_id == id_) cache = e.cache;
     }
     if (cache == nullptr) {
       tls_cache_owner.Prune();
-      tls_cache_owner.caches.push_back(std::make_unique<ThreadCache>(id_));
-      cache = tls_cache_owner.caches.back().get();
-      MutexLock lock(&mu_);
-      caches_.push_back(cache);
+      {
+        MutexLock lock(&mu_);
+        if (free_caches_ != nullptr) {  // an exited thread's, empty
+          cache = free_caches_;
+          free_caches_ = cache->next_free;
+          cache->next_free = nullptr;
+        } else if (void* mem = metadata_.Allocate(sizeof(ThreadCache))) {
+          cache = new (mem) ThreadCache(id_, thread_cache_budget_, &metadata_);
+        } else {
+          return nullptr;  // no metadata memory: this call goes around the caches
+        }
+        caches_.push_back(cache);
+      }
+      tls_cache_owner.caches.push_back({id_, cache});
     }
   }
   for (; i > 0; --i) {  // move to front
@@ -246,13 +187,90 @@ ThreadCache& Heap::CacheSlow() noexcept {
   }
   t.heap_id[0] = id_;
   t.cache[0] = cache;
-  return *cache;
+  return cache;
 }
 
-void* Heap::Mallocx(std::size_t size, int flags) noexcept {
-  void* p = pinpool_je_mallocx(size, flags);
-  if (p == nullptr) return nullptr;
-  SetFirstWord(p, 0);  // it may carry the mark of an earlier life
+// --- the drain handshake ---------------------------------------------------------------------
+
+void Heap::HonourDrain(ThreadCache* c) noexcept {
+  // A drainer holds mu_ while it works: taking it waits for the drainer to finish. A request left
+  // pending (no membarrier: the drainer could not empty this cache itself) is honoured here, with
+  // no drainer active.
+  MutexLock lock(&mu_);
+  if (c->drain.load(std::memory_order_acquire) != 0) {
+    c->FlushAll(central_);
+    c->drain.store(0, std::memory_order_release);
+  }
+}
+
+void Heap::Acquire(ThreadCache* c) noexcept {
+  while (!Enter(c)) HonourDrain(c);
+}
+
+std::size_t Heap::DrainLocked(ThreadCache* own) {
+  drains_.fetch_add(1, std::memory_order_relaxed);
+  for (ThreadCache* c : caches_) c->drain.store(1, std::memory_order_relaxed);
+  // After the barrier, a cache whose `busy` reads 0 is not being touched, and its owner's next
+  // Enter() sees `drain`: the owner then waits on mu_, which this thread holds.
+  const bool fenced = BarrierOnEveryCpu();
+  std::size_t bytes = 0;
+  for (ThreadCache* c : caches_) {
+    if (c != own && !fenced) continue;  // left pending: its owner empties it at its next call
+    while (c->busy.load(std::memory_order_acquire) != 0) sched_yield();
+    bytes += c->FlushAll(central_);
+    c->drain.store(0, std::memory_order_release);
+  }
+  return bytes + central_.DrainTransfer();
+}
+
+std::size_t Heap::DrainCaches() {
+  ThreadCache* own = nullptr;
+  if (!debug_ && !tls_caches_gone) {
+    for (const auto& e : tls_cache_owner.caches) {
+      if (e.heap_id == id_) own = e.cache;
+    }
+  }
+  MutexLock lock(&mu_);
+  return DrainLocked(own);
+}
+
+// --- allocation --------------------------------------------------------------------------------
+
+template <typename F>
+void* Heap::WithReclaim(F attempt) noexcept {
+  if (void* p = attempt(false)) return p;
+  // No free span fits. Before mapping and registering another chunk, give back what this thread
+  // holds and what waits on the transfer stacks: cached blocks must not make the pool grow.
+  if (ThreadCache* c = Cache()) {
+    Acquire(c);
+    c->FlushAll(central_);
+    Leave(c);
+  }
+  central_.DrainTransfer();
+  if (void* p = attempt(false)) return p;
+  if (void* p = attempt(true)) return p;
+  // The budget is spent (or growth failed): every cache, then one last try with what that freed.
+  DrainCaches();
+  return attempt(false);
+}
+
+void* Heap::AllocateClass(unsigned c) noexcept {
+  if (ThreadCache* tc = Cache()) {
+    return WithReclaim([&](bool grow) {
+      Acquire(tc);
+      void* p = tc->Refill(central_, c, grow);
+      Leave(tc);
+      return p;
+    });
+  }
+  return WithReclaim([&](bool grow) -> void* {
+    void* p = nullptr;
+    return central_.Take(c, &p, 1, grow) == 1 ? p : nullptr;
+  });
+}
+
+void* Heap::HandOut(void* p, std::size_t size) noexcept {
+  SetFirstWord(p, 0);  // no longer free
   if (debug_) {
     MutexLock lock(&mu_);
     live_[reinterpret_cast<std::uintptr_t>(p)] = size;
@@ -260,143 +278,141 @@ void* Heap::Mallocx(std::size_t size, int flags) noexcept {
   return p;
 }
 
-void Heap::Dallocx(void* p) noexcept {
+void* Heap::Allocate(std::size_t size, std::size_t alignment) noexcept {
+  void* p;
+  if (alignment <= kPageSize) {
+    p = AllocateClass(alignment <= kMinBlock ? SizeClass(size) : AlignedSizeClass(size, alignment));
+  } else {
+    // Aligned beyond a page: a large block of its own, placed by the page heap.
+    const unsigned c = std::max(SizeClass(size), kFirstLargeClass);
+    p = WithReclaim([&](bool grow) { return central_.TakeAligned(c, alignment, grow); });
+  }
+  return p == nullptr ? nullptr : HandOut(p, size);
+}
+
+// --- free --------------------------------------------------------------------------------------
+
+namespace {
+constexpr const char* kFreeAlready =
+    "%s(%p): the block is free already (a double free, a use after free, or a block never handed "
+    "out)";
+}  // namespace
+
+std::size_t Heap::CheckBlock(const void* p, std::size_t size, const char* what) const noexcept {
+  return ClassSize(CheckedClass(p, size, what));
+}
+
+unsigned Heap::CheckedClass(const void* p, std::size_t size, const char* what) const noexcept {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  PINPOOL_CHECK(addr % kMinBlock == 0,
+                "%s(%p): not the start of a block: every block is 16-byte aligned (an interior "
+                "pointer?)",
+                what, p);
+  const std::uint32_t entry = pages_.page_map().EntryAt(addr);
+  unsigned cls = 0;
+  const bool start = PageMap::IsBlockStart(entry, addr, &cls);
+  if (debug_) {
+    MutexLock lock(&mu_);
+    auto it = live_.find(addr);
+    PINPOOL_CHECK(it != live_.end() && start,
+                  "%s(%p): not a live block of this pool (an interior pointer, a double free, or "
+                  "memory never allocated) [debug_checks]",
+                  what, p);
+    PINPOOL_CHECK(size <= ClassSize(cls),
+                  "%s(%p, %zu): the size is larger than the block (allocated with %zu bytes) "
+                  "[debug_checks]",
+                  what, p, size, it->second);
+    return cls;
+  }
+  if (start) {
+    PINPOOL_CHECK(FirstWord(p) != FreeMark(secret_, p), kFreeAlready, what, p);
+    PINPOOL_CHECK(size <= ClassSize(cls),
+                  "%s(%p, %zu): the size is larger than the block (a block of %zu bytes)", what, p,
+                  size, ClassSize(cls));
+    return cls;
+  }
+  // Not a block start now. A block freed earlier whose span went back to the page heap still
+  // carries its mark (nothing rewrites free pages): that is a double free.
+  PINPOOL_CHECK(FirstWord(p) != FreeMark(secret_, p), kFreeAlready, what, p);
+  if (PageMap::ClassOf(entry) < kNumClasses) {
+    const unsigned c = PageMap::ClassOf(entry);
+    const std::uintptr_t span = PageMap::SpanStart(entry, addr);
+    PINPOOL_CHECK(!IsSlabClass(c),
+                  "%s(%p): not the start of a block: blocks of %zu bytes here start at multiples "
+                  "of %zu from %#lx (an interior pointer?)",
+                  what, p, ClassSize(c), ClassSize(c), static_cast<unsigned long>(span));
+    Die(__FILE__, __LINE__,
+        "%s(%p): not the start of a block: it lies inside a larger block (%zu bytes at %#lx)", what,
+        p, ClassSize(c), static_cast<unsigned long>(span));
+  }
+  const PageHeap::Where where = const_cast<PageHeap&>(pages_).Find(addr);
+  PINPOOL_CHECK(where.span != nullptr && where.state != Span::State::kFree,
+                "%s(%p): not the start of a block: no block was ever handed out there (free "
+                "space)",
+                what, p);
+  Die(__FILE__, __LINE__,
+      "%s(%p): not the start of a block: it lies inside a larger block (%zu bytes at %#lx)", what,
+      p, where.bytes, static_cast<unsigned long>(where.start));
+}
+
+void Heap::FreeBlock(void* p, unsigned c) noexcept {
   if (debug_) {
     MutexLock lock(&mu_);
     live_.erase(reinterpret_cast<std::uintptr_t>(p));
   }
-  pinpool_je_dallocx(p, base_flags_);
-}
-
-void* Heap::Allocate(std::size_t size, std::size_t alignment) noexcept {
-  if (alignment <= kMinCachedSize && size <= kMaxCachedSize && !tls_caches_gone && !debug_) {
-    const unsigned c = SizeClass(size);
-    ThreadCache::Bin& bin = Cache().bins[c];
-    void* p = bin.top != bin.bottom ? *--bin.top : Refill(bin, c);
-    if (p != nullptr) SetFirstWord(p, 0);
-    return p;
+  SetFirstWord(p, FreeMark(secret_, p));
+  if (ThreadCache* tc = Cache()) {
+    Acquire(tc);
+    const bool cached = tc->Push(central_, c, p);
+    Leave(tc);
+    if (cached) return;
   }
-  // Never below 16 bytes: every block is 16-byte aligned and holds the 8-byte free mark.
-  return Mallocx(std::max(size, kMinCachedSize), base_flags_ | MALLOCX_ALIGN(alignment));
-}
-
-std::size_t Heap::CheckBlock(const void* p, std::size_t size, const char* what) const noexcept {
-  const auto addr = reinterpret_cast<std::uintptr_t>(p);
-  PINPOOL_CHECK(addr % kMinCachedSize == 0,
-                "%s(%p): not the start of a block: every block is 16-byte aligned (an interior "
-                "pointer?)",
-                what, p);
-  if (debug_) {
-    MutexLock lock(&mu_);
-    auto it = live_.find(addr);
-    PINPOOL_CHECK(it != live_.end(),
-                  "%s(%p): not a live block of this pool (an interior pointer, a double free, or "
-                  "memory never allocated) [debug_checks]",
-                  what, p);
-    const std::size_t usable = pinpool_je_sallocx(p, 0);
-    PINPOOL_CHECK(size <= usable,
-                  "%s(%p, %zu): the size is larger than the block (allocated with %zu bytes) "
-                  "[debug_checks]",
-                  what, p, size, it->second);
-    return usable;
-  }
-  PINPOOL_CHECK(arena_->Carved(p),
-                "%s(%p): not the start of a block: no block was ever handed out there", what, p);
-  // The mark first: a freed large block may have been merged into free space already.
-  PINPOOL_CHECK(FirstWord(p) != FreeMark(secret_, p),
-                "%s(%p): the block is free already (a double free, or a use after free)", what, p);
-  ExtentUtil util{};
-  std::size_t len = sizeof util;
-  const void* query = p;
-  const int err =
-      pinpool_je_mallctlbymib(query_mib_, query_miblen_, &util, &len, &query, sizeof query);
-  PINPOOL_CHECK(err == 0 && util.size != 0,
-                "%s(%p): not the start of a block: it lies inside a larger block or in free space",
-                what, p);
-  // A slab of small blocks, unless it is one large block (a large block's usable size is its
-  // extent less jemalloc's one-page pad; a one-region slab is all region).
-  const std::size_t usable = util.nregs > 1 ? util.size / util.nregs : pinpool_je_sallocx(p, 0);
-  if (util.nregs > 1 || usable == util.size) {
-    // Regions of one size class laid out from a page-aligned slab: a region starts at a
-    // multiple of the largest power of two dividing the class size (up to a page).
-    const std::size_t region = usable;
-    const std::size_t step =
-        std::min<std::size_t>(std::size_t{1} << std::countr_zero(region), std::size_t{4096});
-    PINPOOL_CHECK(addr % step == 0,
-                  "%s(%p): not the start of a block: blocks of %zu bytes here start at multiples "
-                  "of %zu (an interior pointer?)",
-                  what, p, region, step);
-  }
-  return usable;
+  central_.Put(c, &p, 1);
 }
 
 void Heap::Free(void* p, std::size_t size, const char* what) noexcept {
-  PINPOOL_CHECK(reinterpret_cast<std::uintptr_t>(p) % kMinCachedSize == 0,
-                "%s(%p): not the start of a block: every block is 16-byte aligned (an interior "
-                "pointer?)",
-                what, p);
-  if (size == 0 || size > kMaxCachedSize || debug_) {
-    const std::size_t usable = CheckBlock(p, size, what);
-    if (size == 0) size = usable;
-  }
-  const std::uint64_t mark = FreeMark(secret_, p);
-  PINPOOL_CHECK(FirstWord(p) != mark,
-                "%s(%p): the block is free already (a double free, or a use after free)", what, p);
-  SetFirstWord(p, mark);
-  if (size <= kMaxCachedSize && !tls_caches_gone && !debug_) {
-    ThreadCache::Bin& bin = Cache().bins[SizeClass(size)];
-    if (bin.top == bin.limit) Flush(bin, bin.capacity() / 2);
-    *bin.top++ = p;
-    return;
-  }
-  Dallocx(p);
+  FreeBlock(p, CheckedClass(p, size, what));
 }
 
 void* Heap::Reallocate(void* p, std::size_t size) noexcept {
-  // Never below 16 bytes: jemalloc's 8-byte class is only 8-byte aligned, and a block of it
-  // freed into the 16-byte bin would be handed out as 16 bytes (overlapping its neighbour).
-  size = std::max(size, kMinCachedSize);
-  const std::size_t old_size = UsableSize(p);
-  // In place when jemalloc can. Otherwise move, freeing the old block through Free, so that it
-  // carries the free mark like any other free block (rallocx would free it unmarked).
-  if (pinpool_je_xallocx(p, size, 0, base_flags_) >= size) {
+  // Never below 16 bytes: every block holds the 8-byte free mark.
+  size = std::max(size, kMinBlock);
+  unsigned cls = 0;
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, &cls);
+  // In place only when the block's own class is the class of the new size: a block is always
+  // filed under the class of its real extent (issue 13: a large block shrunk "in place" and then
+  // freed into a small class's bin was never reused).
+  if (SizeClass(size) == cls) {
     if (debug_) {
       MutexLock lock(&mu_);
-      live_[reinterpret_cast<std::uintptr_t>(p)] = size;
+      live_[addr] = size;
     }
     return p;
   }
-  void* q = Allocate(size, kMinCachedSize);
+  void* q = Allocate(size, kMinBlock);
   if (q == nullptr) return nullptr;
-  std::memcpy(q, p, std::min(old_size, size));
-  Free(p, old_size, "Reallocate");
+  std::memcpy(q, p, std::min(ClassSize(cls), size));
+  FreeBlock(p, cls);
   return q;
 }
 
-std::size_t Heap::UsableSize(const void* p) const noexcept { return pinpool_je_sallocx(p, 0); }
-
-void* Heap::Refill(ThreadCache::Bin& bin, unsigned c) noexcept {
-  const std::size_t size = ClassSize(c);
-  const std::size_t want = bin.capacity() / 2;
-  while (bin.count() < want) {
-    void* p = pinpool_je_mallocx(size, base_flags_);
-    if (p == nullptr) break;
-    SetFirstWord(p, FreeMark(secret_, p));  // free, in a cache
-    *bin.top++ = p;
-  }
-  return bin.top == bin.bottom ? nullptr : *--bin.top;
+std::size_t Heap::UsableSize(const void* p) const noexcept {
+  unsigned cls = 0;
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, &cls);
+  return ClassSize(cls);
 }
 
-void Heap::Flush(ThreadCache::Bin& bin, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) pinpool_je_dallocx(bin.bottom[i], base_flags_);
-  std::memmove(bin.bottom, bin.bottom + n, (bin.count() - n) * sizeof(void*));
-  bin.top -= n;
-}
+// --- thread exit, stats ------------------------------------------------------------------------
 
 void Heap::ReleaseCache(ThreadCache* cache) noexcept {
-  for (ThreadCache::Bin& bin : cache->bins) Flush(bin, bin.count());
-  MutexLock lock(&mu_);
+  MutexLock lock(&mu_);  // no drainer is active while this is held
+  cache->FlushAll(central_);
+  cache->drain.store(0, std::memory_order_relaxed);
   std::erase(caches_, cache);
+  cache->next_free = free_caches_;
+  free_caches_ = cache;
 }
 
 std::pair<std::size_t, std::size_t> Heap::LiveBlocks() const {
@@ -411,13 +427,21 @@ std::size_t Heap::ThreadCacheCount() const {
   return caches_.size();
 }
 
-Heap::ByteCounts Heap::Counts() const {
-  WriteCtl<std::uint64_t>("epoch", 1);
-  const std::string prefix = absl::StrFormat("stats.arenas.%u.", arena_index_);
-  ByteCounts c;
-  c.allocated = ReadCtl<std::size_t>(prefix + "small.allocated") +
-                ReadCtl<std::size_t>(prefix + "large.allocated");
-  c.active = ReadCtl<std::size_t>(prefix + "pactive") * ReadCtl<std::size_t>("arenas.page");
+Heap::Counts Heap::GetCounts() const {
+  Counts c;
+  {
+    MutexLock lock(&mu_);
+    for (const ThreadCache* tc : caches_) c.thread_cache_bytes += tc->held_bytes();
+  }
+  const CentralCache::Counts central = central_.GetCounts();
+  const PageHeap::Counts pages = pages_.GetCounts();
+  c.allocated = central.out_bytes + central.transfer_bytes;
+  c.active = pages.used_pages << kPageShift;
+  c.transfer_bytes = central.transfer_bytes;
+  c.thread_cache_limit = debug_ ? 0 : thread_cache_budget_;
+  c.transfer_limit = central_.transfer_limit();
+  c.drains = drains_.load(std::memory_order_relaxed);
+  c.metadata = metadata_.mapped_bytes();
   return c;
 }
 

@@ -1,27 +1,43 @@
-// Heap: sub-allocation of a pool's chunks, by a private jemalloc arena behind per-thread caches.
+// Heap: sub-allocation of a pool's chunks, in four layers (docs/design.md, "heap"):
 //
-// The jemalloc arena is created with extent hooks that carve from the pool's Arena and refuse
-// everything that would give registered pages back or move them: dalloc and decommit refuse,
-// purging is off (no hooks, decay -1), and merge refuses to join extents of different chunks
-// (different registrations). So after any churn a block's pages are the pages the devices pinned.
-// jemalloc's own metadata stays out of the chunks (metadata_use_hooks = false).
+//   thread caches     per thread and pool: a stack of free blocks per size class, bounded by a
+//   (ThreadCache)     count per class and a byte budget per thread. Allocate pops, free pushes.
+//   central layer     shared: per class, a transfer stack of blocks flushed by any thread and
+//   (CentralCache)    handed to any other, and the slabs with free blocks; its own lock per class.
+//   page heap         whole pages in spans (a slab, or one large block), segregated free lists,
+//   (PageHeap)        merging; takes chunks from the Arena one at a time, never gives pages back.
+//   page map          per page: which class's block may start there. A free learns the block's
+//   (PageMap)         class from it, never from a size the caller names.
 //
-// In front of jemalloc, each thread has one ThreadCache per heap (16 B .. 1 MiB, align <= 16):
-// allocation pops, free pushes, and jemalloc sees only batched refills and flushes. jemalloc's
-// automatic tcache is never used (it is shared by all arenas: notes/jemalloc.md, trap 1). A
-// thread's caches are flushed and freed when it exits; a heap's destruction just forgets them.
+// No layer gives registered pages back or moves them: there is no purge, decommit, madvise or
+// unmap anywhere below a live chunk, so after any churn a block's pages are the pages the devices
+// pinned. All metadata (page map, spans, slab bitmaps, stacks) is the heap's own memory; the only
+// thing written into a chunk is the free mark in a free block's first word.
 //
-// Misuse: a free block carries a mark (FreeMark) in its first word, so a second free of it
-// aborts; frees by address are checked against what the arena and jemalloc know (CheckBlock).
-// With debug checks there are no thread caches and a table of live blocks makes every check
+// Misuse: a free block carries FreeMark(secret, address) in its first word (written when it
+// becomes free, cleared when it is handed out), so a second free aborts. The fast path of a free
+// (sized or by address alike) checks, with the page map, that the pointer is exactly a block's
+// start; what fails any check goes to the slow path (Free -> CheckBlock), which aborts naming the
+// rule. With debug checks there are no thread caches and a table of live blocks makes every check
 // exact. docs/robustness.md says exactly what is caught.
 //
-// Thread safety: Allocate/Free/Reallocate/UsableSize from any thread; a block may be freed by
-// another thread (it joins the freeing thread's cache). Construction and destruction are
-// single-threaded.
+// Drained caches: when the page heap is full and the budget is spent, the allocating thread
+// empties the transfer stacks and every thread cache of the heap before it gives up. Another
+// thread's cache is emptied through a handshake: the drainer sets the cache's `drain` flag, issues
+// membarrier(PRIVATE_EXPEDITED) (a memory barrier on every CPU running this process), then waits
+// until the cache's `busy` flag (set by its owner around every touch of its bins) is clear, and
+// empties it; the owner, finding `drain` set, waits for the drainer. Without membarrier (an old
+// kernel, a seccomp sandbox) only the caller's own cache is emptied and the others are asked to
+// empty themselves at their owner's next call into the heap.
+//
+// Thread safety: Allocate/Free/Reallocate/UsableSize/CheckBlock and the stats from any thread; a
+// block may be freed by another thread (it joins the freeing thread's cache). Construction and
+// destruction are single-threaded. Lock order: the live-heap registry, then mu_, then a class's
+// lock, then the page heap's, then the arena's.
 #ifndef PINPOOL_HEAP_HEAP_H_
 #define PINPOOL_HEAP_HEAP_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -32,6 +48,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "arena/arena.h"
+#include "heap/central_cache.h"
+#include "heap/metadata.h"
+#include "heap/page_heap.h"
+#include "heap/page_map.h"
 #include "heap/size_class.h"
 #include "heap/thread_cache.h"
 #include "util/mutex.h"
@@ -66,123 +86,183 @@ class Heap {
   Heap(const Heap&) = delete;
   Heap& operator=(const Heap&) = delete;
 
-  // The word a free block carries in its first 8 bytes: written when the block enters a thread
-  // cache or goes back to jemalloc, cleared when it is handed out. A free whose block already
-  // carries it is a double free. The secret is random per heap, and the address is mixed in so
-  // that user data copied from another block is not taken for a mark. (Every block is at least
-  // 16 bytes and 16-byte aligned, so the word is always the block's own.)
-  static std::uint64_t FreeMark(std::uint64_t secret, const void* p) noexcept {
-    return secret ^ reinterpret_cast<std::uintptr_t>(p);
+  // --- the fast paths, for the pool's own copies of id(), secret() and page_table() ------------
+  // Marks `c` busy for the drain handshake; false (and not busy) when a drain is pending.
+  static bool Enter(ThreadCache* c) noexcept {
+    c->busy.store(1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the drainer's membarrier does the rest
+    if (__builtin_expect(c->drain.load(std::memory_order_acquire) == 0, 1)) return true;
+    c->busy.store(0, std::memory_order_release);
+    return false;
   }
-  using Word = std::uint64_t __attribute__((may_alias));
-  static std::uint64_t FirstWord(const void* p) noexcept { return *static_cast<const Word*>(p); }
-  static void SetFirstWord(void* p, std::uint64_t v) noexcept { *static_cast<Word*>(p) = v; }
+  static void Leave(ThreadCache* c) noexcept { c->busy.store(0, std::memory_order_release); }
 
-  // The fast path, for the pool's own copies of id() and secret(): a pop from this thread's
-  // cache, or null when that needs more (no cache yet for this heap, an empty bin). Call only
-  // with 1 <= size <= kMaxCachedSize and an alignment of at most kMinCachedSize. No call, no
-  // lock, no atomic.
+  // A pop from this thread's cache, or null when that needs more (no cache yet for this heap, an
+  // empty bin, a pending drain). 1 <= size <= the pool's max block size, alignment <= 16.
   static void* TryAllocateCached(std::uint64_t id, std::size_t size) noexcept {
     ThreadCacheSlots& t = tls_cache_slots;
     if (__builtin_expect(t.heap_id[0] != id, 0)) return nullptr;
-    ThreadCache::Bin& bin = t.cache[0]->bins[SizeClass(size)];
+    ThreadCache* c = t.cache[0];
+    const unsigned cls = SizeClass(size);
+    ThreadCache::Bin& bin = c->bins[cls];
+    if (!Enter(c)) return nullptr;
     void** top = bin.top;
-    if (__builtin_expect(top == bin.bottom, 0)) return nullptr;
+    if (__builtin_expect(top == bin.bottom, 0)) {
+      Leave(c);
+      return nullptr;
+    }
     bin.top = --top;
     void* p = *top;
+    c->room.store(
+        c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassSize(cls)),
+        std::memory_order_relaxed);
+    Leave(c);
     SetFirstWord(p, 0);  // no longer free
     return p;
   }
-  // The fast path of Free: a push, or false when that needs more (see Free), including when
-  // the block already carries the free mark (Free then reports the double free). `size` is a
-  // size the block was allocated with, 1 .. kMaxCachedSize.
-  static bool TryFreeCached(std::uint64_t id, std::uint64_t secret, void* p,
+
+  // The fast path of a free, sized or by address (size 0): true when done; false when the slow
+  // path must look (then nothing was changed). `pages` is the page map of the chunk p lies in
+  // (the pool's copy of page_table()[chunk index]) and `page` p's page index in that chunk; p is
+  // 16-byte aligned and lies in a mapped chunk. It checks, from the page map, that p is exactly
+  // the start of a block (so the size class is the block's own, whatever size the caller names)
+  // and that `size` fits the block; then the free mark.
+  static bool TryFreeCached(std::uint64_t id, std::uint64_t secret,
+                            const std::atomic<PageEntry*>& pages, std::size_t page, void* p,
                             std::size_t size) noexcept {
     ThreadCacheSlots& t = tls_cache_slots;
     if (__builtin_expect(t.heap_id[0] != id, 0)) return false;
+    const PageEntry* entries = pages.load(std::memory_order_acquire);
+    if (__builtin_expect(entries == nullptr, 0)) return false;
+    const std::uint32_t entry = entries[page].load(std::memory_order_relaxed);
+    const unsigned cls = PageMap::ClassOf(entry);
+    if (__builtin_expect(cls >= kNumClasses, 0)) return false;
+    const FastClass& k = kClasses.fast[cls];
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    if (__builtin_expect(PageMap::SpanOffset(entry, addr) * k.magic > k.magic - 1, 0)) {
+      return false;  // not a block's start
+    }
+    if (__builtin_expect(size > k.size, 0)) return false;
     const std::uint64_t mark = FreeMark(secret, p);
     if (__builtin_expect(FirstWord(p) == mark, 0)) return false;
-    ThreadCache::Bin& bin = t.cache[0]->bins[SizeClass(size)];
+    ThreadCache* c = t.cache[0];
+    ThreadCache::Bin& bin = c->bins[cls];
+    if (!Enter(c)) return false;
     void** top = bin.top;
-    if (__builtin_expect(top == bin.limit, 0)) return false;
+    const std::intptr_t room =
+        c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
+    if (__builtin_expect(top == bin.limit || room < 0, 0)) {
+      Leave(c);
+      return false;
+    }
     SetFirstWord(p, mark);
     *top = p;
     bin.top = top + 1;
+    c->room.store(room, std::memory_order_relaxed);
+    Leave(c);
     return true;
   }
 
   std::uint64_t id() const noexcept { return id_; }
   std::uint64_t secret() const noexcept { return secret_; }
   bool debug_checks() const noexcept { return debug_; }
+  const std::atomic<PageEntry*>* page_table() const noexcept { return pages_.page_map().table(); }
 
-  // Any size (1 .. the pool's max block size) and power-of-two alignment; null if the pool
-  // cannot grow. Size and alignment are checked by the caller (the pool).
+  // --- the slow paths ---------------------------------------------------------------------------
+  // Any size (1 .. the pool's max block size) and power-of-two alignment up to a chunk; null
+  // when the pool is full even after draining every cache. Checked by the caller (the pool).
   void* Allocate(std::size_t size, std::size_t alignment) noexcept;
   // Frees a block. `size` is a size it was allocated with (>= 1), or 0 when unknown. Aborts on
-  // a double free, and on what CheckBlock catches for frees by address (size 0) and of sizes
-  // above kMaxCachedSize. `what` names the public call in messages.
+  // what CheckBlock catches. `what` names the public call in messages.
   void Free(void* p, std::size_t size, const char* what) noexcept;
-
-  // Aborts, naming `p` and the rule, unless `p` may be a live block of this heap: 16-byte
-  // aligned, inside space the arena handed to jemalloc, in an extent jemalloc knows (not the
-  // middle of a large block), at a region boundary of a small block's class (exact for the
-  // power-of-two classes), and not carrying the free mark. With debug checks: exactly a live
-  // block, and `size` (when not 0) no larger than it. `p` must lie in a mapped chunk. Returns
-  // the block's usable size.
+  // Aborts, naming `p` and the rule, unless `p` is the start of a block of this heap that is not
+  // free and `size` (when not 0) fits it. `p` must lie in a mapped chunk. Returns the block's
+  // usable size. Exact, but for the limits docs/robustness.md states (a race, ABA).
   std::size_t CheckBlock(const void* p, std::size_t size, const char* what) const noexcept;
-
-  // Resizes in place or moves; keeps 16-byte alignment (not more). Null when it cannot (then
-  // `p` is untouched).
+  // Resizes in place when the new size is of the block's own class, else moves; keeps 16-byte
+  // alignment (not more). Null when it cannot (then `p` is untouched). `p` was checked.
   void* Reallocate(void* p, std::size_t size) noexcept;
+  // The usable size of block `p` (checked): its class's size.
   std::size_t UsableSize(const void* p) const noexcept;
 
-  struct ByteCounts {
-    std::size_t allocated = 0;  // bytes in live blocks, by size class
-    std::size_t active = 0;     // pages backing them
+  struct Counts {
+    std::size_t allocated = 0;           // bytes of blocks outside the page heap and slabs:
+                                         // live, in thread caches, on the transfer stacks
+    std::size_t active = 0;              // pages in slabs and large blocks
+    std::size_t thread_cache_bytes = 0;  // in all thread caches of this heap
+    std::size_t transfer_bytes = 0;      // on the transfer stacks
+    std::size_t thread_cache_limit = 0;  // each thread cache's byte budget
+    std::size_t transfer_limit = 0;      // the transfer stacks' byte budget
+    std::uint64_t drains = 0;            // times the caches were drained for a failing allocation
+    std::size_t metadata = 0;            // bytes of the page map and span records
   };
-  ByteCounts Counts() const;
+  Counts GetCounts() const;
   // Live per-thread caches of this heap.
   std::size_t ThreadCacheCount() const;
   // With debug checks: live blocks and their bytes (as allocated); {0, 0} otherwise.
   std::pair<std::size_t, std::size_t> LiveBlocks() const;
+  // Empties every cache of the heap into the central layer and the transfer stacks into the page
+  // heap (what a failing allocation does before it gives up). Returns the bytes given back.
+  std::size_t DrainCaches();
+  // The page heap's structural self-check (tests).
+  void Verify() const { pages_.Verify(); }
 
-  // For the thread-exit hook in heap.cc: returns a cache's blocks to jemalloc and forgets it.
+  // For the thread-exit hook in heap.cc: returns a cache's blocks and keeps it for reuse.
   void ReleaseCache(ThreadCache* cache) noexcept;
 
  private:
-  struct Hooks;
+  class ArenaChunks : public ChunkSource {
+   public:
+    explicit ArenaChunks(Arena* arena) : arena_(arena) {}
+    void* NewChunk() override { return arena_->Carve(arena_->chunk_size(), arena_->chunk_size()); }
+
+   private:
+    Arena* const arena_;
+  };
+
   Heap(Arena* arena, std::uint64_t id, bool debug_checks);
 
-  ThreadCache& Cache() noexcept {
+  // This thread's cache of this heap (made on first use), or null with debug checks or after the
+  // thread's caches are gone.
+  ThreadCache* Cache() noexcept {
+    if (debug_ || tls_caches_gone) return nullptr;
     ThreadCacheSlots& t = tls_cache_slots;
-    if (__builtin_expect(t.heap_id[0] == id_, 1)) return *t.cache[0];
+    if (__builtin_expect(t.heap_id[0] == id_, 1)) return t.cache[0];
     return CacheSlow();
   }
-  ThreadCache& CacheSlow() noexcept;
+  ThreadCache* CacheSlow() noexcept;
+  // Enter(c), waiting out (or honouring) a drain.
+  void Acquire(ThreadCache* c) noexcept;
+  void HonourDrain(ThreadCache* c) noexcept;
+  // A free block of class c for this thread (cache, central layer, page heap, growth, drains).
+  void* AllocateClass(unsigned c) noexcept;
+  // Tries `attempt(grow)`, then again after giving back this thread's cache and the transfer
+  // stacks, then with growth, then after draining every cache.
+  template <typename F>
+  void* WithReclaim(F attempt) noexcept;
+  // CheckBlock, returning the block's class.
+  unsigned CheckedClass(const void* p, std::size_t size, const char* what) const noexcept;
+  // A block handed out: no longer free.
+  void* HandOut(void* p, std::size_t size) noexcept;
+  // A checked block of class c made free.
+  void FreeBlock(void* p, unsigned c) noexcept;
+  std::size_t DrainLocked(ThreadCache* own) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Fills half of an empty bin from jemalloc and returns one block (null if the pool is full).
-  void* Refill(ThreadCache::Bin& bin, unsigned c) noexcept;
-  // Returns the `n` oldest blocks of a bin to jemalloc.
-  void Flush(ThreadCache::Bin& bin, std::size_t n) noexcept;
-  // jemalloc's allocation, and the debug record of it.
-  void* Mallocx(std::size_t size, int flags) noexcept;
-  // jemalloc's free of a block already marked free, and the debug record of it.
-  void Dallocx(void* p) noexcept;
-
-  struct HookTable;  // jemalloc's extent_hooks_t and a pointer back to this heap
-  std::unique_ptr<HookTable> hooks_;
+  MetadataArena metadata_;  // first: destroyed last, after everything that lives in it
   Arena* const arena_;
   const std::uint64_t id_;
   const std::uint64_t secret_;
   const bool debug_;
-  unsigned arena_index_ = 0;
-  bool arena_created_ = false;
-  int base_flags_ = 0;             // MALLOCX_ARENA(this arena) | MALLOCX_TCACHE_NONE
-  std::size_t query_mib_[3] = {};  // experimental.utilization.batch_query
-  std::size_t query_miblen_ = 0;
+  const std::size_t thread_cache_budget_;
+  ArenaChunks chunks_;
+  PageHeap pages_;
+  CentralCache central_;
+  std::atomic<std::uint64_t> drains_{0};
 
   mutable Mutex mu_;
-  std::vector<ThreadCache*> caches_ ABSL_GUARDED_BY(mu_);  // owned by their threads
+  // Caches in use (each by its thread; in metadata_), and caches of exited threads for reuse.
+  std::vector<ThreadCache*> caches_ ABSL_GUARDED_BY(mu_);
+  ThreadCache* free_caches_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Debug checks only: every live block and the size it was allocated with.
   std::unordered_map<std::uintptr_t, std::size_t> live_ ABSL_GUARDED_BY(mu_);
 };

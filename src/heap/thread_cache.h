@@ -1,47 +1,95 @@
-// ThreadCache: one thread's stacks of free blocks of one heap, one stack per size class, so the
-// fast path is an array pop or push with no lock, no atomic and no call into jemalloc.
+// ThreadCache: one thread's free blocks of one heap, a stack per size class, so that the fast
+// path is an array pop or push with no lock, no atomic read-modify-write and no call.
 //
-// Invariant: every block in bin c has usable size >= ClassSize(c), is 16-byte aligned, and
-// carries the heap's free mark in its first word (Heap::FreeMark) until it is handed out. A
-// block may sit in a bin smaller than its real size (a block freed with the size it was asked
-// for, but allocated with a larger alignment); that only wastes space, and jemalloc gets the
-// block back with an unsized free, which knows its real size.
+// Bounds, both checked on the fast path:
+//   - by count: bin c holds at most Class(c).bin_cap blocks (a few MiB of small and medium
+//     classes, 16 blocks of large ones), so a window of outstanding blocks freed in random order
+//     stays in the bins;
+//   - by bytes: `room` is the thread's byte budget less what its bins hold; a free that would
+//     take it below zero goes to the slow path, which gives the older half of every bin the
+//     thread uses to the central layer (so classes it stopped using drain away and do not hold
+//     the budget), and a refill takes no more than the budget allows.
+// A full bin gives its older half to the central layer; an empty bin takes Class(c).batch blocks
+// from it. Flushed blocks go to the transfer stacks, where any thread finds them.
 //
-// Thread safety: owned and used by one thread; the heap only walks it when that thread exits.
+// Invariant: every block in bin c is a block of class c (the page map's class, never a size a
+// caller named) and carries the heap's free mark until it is handed out.
+//
+// Thread safety: the owning thread uses the bins; another thread may empty them only through the
+// heap's drain handshake (`busy`, `drain`: see Heap), and reads `room` for stats. The member
+// functions below are for the owner, or for a drainer that holds the handshake.
 #ifndef PINPOOL_HEAP_THREAD_CACHE_H_
 #define PINPOOL_HEAP_THREAD_CACHE_H_
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
-#include <memory>
 
+#include "heap/central_cache.h"
+#include "heap/metadata.h"
 #include "heap/size_class.h"
 
 namespace pinpool::internal {
 
 struct ThreadCache {
   // A stack of free blocks: [bottom, top) are held, top grows towards limit; the most recently
-  // freed block is reused first.
+  // freed block is reused first. Storage comes from the heap's MetadataArena on the bin's first
+  // push (a thread pays only for the classes it uses); until then top == bottom == limit == null
+  // (empty and full: the slow path).
   struct Bin {
     void** top = nullptr;
-    void** bottom = nullptr;
     void** limit = nullptr;
+    void** bottom = nullptr;
     std::size_t count() const noexcept { return static_cast<std::size_t>(top - bottom); }
-    std::size_t capacity() const noexcept { return static_cast<std::size_t>(limit - bottom); }
   };
 
-  explicit ThreadCache(std::uint64_t heap_id);
+  ThreadCache(std::uint64_t heap_id, std::size_t budget, MetadataArena* metadata);
+  ~ThreadCache();
+  ThreadCache(const ThreadCache&) = delete;
+  ThreadCache& operator=(const ThreadCache&) = delete;
 
-  // Blocks a bin holds at most: 64 small ones, fewer large ones, so that a bin holds at most
-  // 256 KiB or two blocks (a thread's caches of one pool hold at most ~20 MiB, in practice far
-  // less: only what the thread freed and did not reuse).
-  static constexpr std::uint32_t Capacity(unsigned c) noexcept {
-    const std::size_t by_bytes = (std::size_t{256} << 10) / ClassSize(c);
-    return static_cast<std::uint32_t>(by_bytes > 64 ? 64 : by_bytes < 2 ? 2 : by_bytes);
+  // The drain handshake (Heap): `busy` is 1 while the owner touches the bins; `drain` is set by a
+  // thread that wants them emptied.
+  std::atomic<std::uint32_t> busy{0};
+  std::atomic<std::uint32_t> drain{0};
+  // Bytes the bins may still take: budget - bytes held. Written by the owner (or a drainer under
+  // the handshake) with plain stores; read by anyone for stats.
+  std::atomic<std::intptr_t> room;
+  const std::uint64_t heap_id;
+  const std::intptr_t budget;
+  ThreadCache* next_free = nullptr;  // the heap's list of caches of exited threads, for reuse
+  Bin bins[kNumClasses];
+
+  std::size_t held_bytes() const noexcept {
+    const std::intptr_t r = room.load(std::memory_order_relaxed);
+    return r >= budget ? 0 : static_cast<std::size_t>(budget - r);
   }
 
-  const std::uint64_t heap_id;
-  Bin bins[kNumClasses];
-  std::unique_ptr<void*[]> storage;
+  // --- slow paths (owner, or a drainer under the handshake) ----------------------------------
+  // An empty bin refilled from the central layer; returns one block (taken out of the bin), or
+  // null when the central layer had none (and could not grow, or `grow` is false).
+  void* Refill(CentralCache& central, unsigned c, bool grow) noexcept;
+  // Pushes a block when the fast path could not: makes storage, flushes half of a full bin, and
+  // halves every bin when over budget. False only when the bin's storage cannot be made (then
+  // the caller returns the block to the central layer itself).
+  bool Push(CentralCache& central, unsigned c, void* p) noexcept;
+  // The `n` oldest blocks of bin c to the central layer.
+  void FlushOldest(CentralCache& central, unsigned c, std::size_t n) noexcept;
+  // Halves every bin, oldest blocks first.
+  void Scavenge(CentralCache& central) noexcept;
+  // Classes whose bins have storage (the ones this thread has used), for Scavenge and FlushAll.
+  unsigned used_classes() const noexcept { return used_count_; }
+  // Every block to the central layer; returns their bytes.
+  std::size_t FlushAll(CentralCache& central) noexcept;
+
+ private:
+  bool MakeStorage(unsigned c) noexcept;
+  void AddRoom(std::intptr_t bytes) noexcept {
+    room.store(room.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+  }
+  MetadataArena* const metadata_;
+  std::uint8_t used_[kNumClasses] = {};
+  unsigned used_count_ = 0;
 };
 
 }  // namespace pinpool::internal

@@ -49,6 +49,7 @@ enum class Call : std::uint8_t {
   kMlock,         // mlock of a chunk (resident domain; EAGAIN/ENOMEM: RLIMIT_MEMLOCK)
   kPinBuffer,     // io_uring buffer registration of a chunk: the long-term pin of the default
                   // domain and of IoUringDomain (ENOMEM: RLIMIT_MEMLOCK)
+  kMapMetadata,   // mmap of allocator metadata (MapMetadata)
   kBindNode,      // mbind of a chunk to its NUMA node (EINVAL: no such node)
 };
 using FaultHook = int (*)(Call call, std::size_t length);
@@ -117,6 +118,11 @@ struct NodePlacement {
 };
 absl::StatusOr<NodePlacement> QueryPlacement(const void* at, std::size_t length,
                                              std::size_t page_bytes);
+// Anonymous read-write memory for allocator metadata (the heap's page map, span records and
+// stacks of free blocks): never registered, never inside a pool's range, zeroed. `length` is
+// rounded up to pages. Null when the kernel (or the fault hook) refuses.
+void* MapMetadata(std::size_t length) noexcept;
+void UnmapMetadata(void* at, std::size_t length) noexcept;
 
 // RLIMIT_MEMLOCK and what counts against it.
 struct MemlockState {

@@ -101,8 +101,10 @@ int Create(const pinpool_options_t* c_options, pinpool_pool_t** out, char* errbu
 
 void* Allocate(Pool* pool, std::size_t size, std::size_t alignment) noexcept {
   // Pool refuses size 0; malloc(0) here returns a unique pointer so that NULL always means
-  // failure.
-  const Block block = pool->Allocate(size == 0 ? 1 : size, alignment);
+  // failure. The default alignment takes Pool's one-argument fast path.
+  if (size == 0) size = 1;
+  const Block block = alignment == alignof(std::max_align_t) ? pool->Allocate(size)
+                                                             : pool->Allocate(size, alignment);
   if (!block) {
     errno = ENOMEM;
     return nullptr;

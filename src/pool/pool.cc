@@ -59,8 +59,11 @@ Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Hea
       secret_(heap_->secret()),
       range_base_(arena_->range_base()),
       range_size_(arena_->range_size()),
+      max_block_(max_block_size()),
       chunk_shift_(arena_->chunk_shift()),
-      chunk_table_(arena_->chunk_table()) {}
+      page_mask_((arena_->chunk_size() >> internal::kPageShift) - 1),
+      chunk_table_(arena_->chunk_table()),
+      page_table_(heap_->page_table()) {}
 
 namespace {
 
@@ -75,6 +78,10 @@ const ChunkInfo* ChunkInRange(const void* table, std::uintptr_t base, unsigned s
   return internal::Arena::EntryChunk(EntryInRange(table, base, shift, p));
 }
 
+const std::atomic<internal::PageEntry*>* PageTable(const void* table) {
+  return static_cast<const std::atomic<internal::PageEntry*>*>(table);
+}
+
 // A store the compiler must not drop as dead, though the object is being destroyed.
 template <typename T>
 void StoreForLater(T& field, T value) {
@@ -86,7 +93,7 @@ void StoreForLater(T& field, T value) {
 // Marks the pool dead before anything goes: a later call through a dangling pointer then misses
 // the fast path (no heap id matches kDeadId, no address is in an empty range) and aborts on the
 // slow path's CheckAlive, as long as the Pool's own memory has not been reused. heap_ goes first:
-// jemalloc lets go of the chunks before they are unmapped.
+// the heap lets go of the chunks before they are unmapped.
 Pool::~Pool() {
   PINPOOL_CHECK(
       grants_->holders() == 0,
@@ -96,6 +103,7 @@ Pool::~Pool() {
       static_cast<const void*>(this), grants_->holders());
   StoreForLater(heap_id_, internal::Heap::kDeadId);
   StoreForLater(range_size_, std::size_t{0});
+  StoreForLater(max_block_, std::size_t{0});
   StoreForLater(alive_, kDestroyed);
   grants_.reset();
   heap_.reset();
@@ -112,8 +120,7 @@ void Pool::CheckAlive(const char* what) const noexcept {
 // everything else: first use by a thread, an empty or full bin, big or over-aligned blocks,
 // invalid arguments, null and foreign pointers, double frees, a destroyed pool.
 Block Pool::Allocate(std::size_t size, std::size_t alignment) noexcept {
-  if (__builtin_expect(size - 1 < internal::kMaxCachedSize &&
-                           alignment - 1 < internal::kMinCachedSize &&
+  if (__builtin_expect(size - 1 < max_block_ && alignment - 1 < internal::kMinBlock &&
                            (alignment & (alignment - 1)) == 0,
                        1)) {
     if (void* p = internal::Heap::TryAllocateCached(heap_id_, size)) {
@@ -124,7 +131,7 @@ Block Pool::Allocate(std::size_t size, std::size_t alignment) noexcept {
 }
 
 Block Pool::Allocate(std::size_t size) noexcept {
-  if (__builtin_expect(size - 1 < internal::kMaxCachedSize, 1)) {
+  if (__builtin_expect(size - 1 < max_block_, 1)) {
     if (void* p = internal::Heap::TryAllocateCached(heap_id_, size)) {
       return Block(p, size, ChunkInRange(chunk_table_, range_base_, chunk_shift_, p));
     }
@@ -148,23 +155,29 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
 void Pool::Deallocate(const Block& block) noexcept { Deallocate(block.data(), block.size()); }
 
 void Pool::Deallocate(void* data, std::size_t size) noexcept {
-  // The fast path's checks: 16-byte aligned, in a mapped chunk of this pool without granted
-  // blocks (one load, like Allocate's: a chunk table entry with bit 0 clear), and not already
-  // free (the free mark, in TryFreeCached). What fails any of them goes to the slow path, which
-  // holds granted blocks and aborts on misuse naming the rule.
+  // The fast path's checks, the same for a sized free and a free by address: 16-byte aligned, in
+  // a mapped chunk of this pool without granted blocks (the chunk table entry, one load, like
+  // Allocate's: an entry with bit 0 clear), exactly the start of a block and `size` no larger
+  // than it (the page map, in TryFreeCached), and not free already (the free mark). What fails
+  // any of them goes to the slow path, which holds granted blocks and aborts on misuse naming the
+  // rule.
   const auto p = reinterpret_cast<std::uintptr_t>(data);
-  if (__builtin_expect(size - 1 < internal::kMaxCachedSize && (p & 15) == 0 &&
-                           p - range_base_ < range_size_ &&
-                           (EntryInRange(chunk_table_, range_base_, chunk_shift_, data) &
-                            internal::Arena::kSlowFreeTag) == 0 &&
-                           internal::Heap::TryFreeCached(heap_id_, secret_, data, size),
-                       1)) {
-    return;
+  const std::uintptr_t off = p - range_base_;
+  if (__builtin_expect((p & 15) == 0 && off < range_size_, 1)) {
+    const std::uintptr_t chunk = off >> chunk_shift_;
+    if (__builtin_expect((EntryInRange(chunk_table_, range_base_, chunk_shift_, data) &
+                          internal::Arena::kSlowFreeTag) == 0 &&
+                             internal::Heap::TryFreeCached(
+                                 heap_id_, secret_, PageTable(page_table_)[chunk],
+                                 (off >> internal::kPageShift) & page_mask_, data, size),
+                         1)) {
+      return;
+    }
   }
   DeallocateSlow(data, size);
 }
 
-void Pool::Deallocate(void* data) noexcept { DeallocateSlow(data, 0); }
+void Pool::Deallocate(void* data) noexcept { Deallocate(data, 0); }
 
 void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
   if (data == nullptr) return;
@@ -261,10 +274,15 @@ PoolStats Pool::GetStats() const {
     stats.domains.push_back(
         {d.name, d.kind, d.pinning, d.registrations, d.registered_bytes, d.seconds, d.max_seconds});
   }
-  const internal::Heap::ByteCounts counts = heap_->Counts();
+  const internal::Heap::Counts counts = heap_->GetCounts();
   stats.allocated_bytes = counts.allocated;
   stats.heap_active_bytes = counts.active;
   stats.thread_caches = heap_->ThreadCacheCount();
+  stats.thread_cache_bytes = counts.thread_cache_bytes;
+  stats.transfer_cache_bytes = counts.transfer_bytes;
+  stats.thread_cache_limit_bytes = counts.thread_cache_limit;
+  stats.transfer_cache_limit_bytes = counts.transfer_limit;
+  stats.cache_drains = counts.drains;
   stats.grants = grants_->Stats();
   for (const auto& d : arena_->domains()) {
     const auto* verbs = dynamic_cast<const VerbsDomain*>(d.get());
@@ -284,8 +302,8 @@ const PoolOptions& Pool::options() const noexcept { return options_; }
 
 std::size_t Pool::chunk_size() const noexcept { return arena_->chunk_size(); }
 
-// jemalloc's size classes near a power of two C are 5/8 C, 6/8 C, 7/8 C and C; a large block
-// also needs one page of padding, so C itself never fits in a chunk of C bytes.
+// The heap's size classes near a power of two C are 5/8 C, 6/8 C, 7/8 C and C; 7/8 C is the
+// largest class that leaves room in a chunk of C bytes (a block never spans two chunks).
 std::size_t Pool::max_block_size() const noexcept { return arena_->chunk_size() / 8 * 7; }
 
 }  // namespace pinpool

@@ -80,12 +80,16 @@ std::string PoolStats::ToString() const {
       "reserved %s, mapped %s in %d chunks of a %s budget: %s long-term pinned (physical "
       "addresses fixed), %s locked (resident, may move)\n"
       "allocated %s in blocks (%s of pages active)\n"
-      "%d thread caches, growths %d, failed growths %d\n"
+      "%d thread caches holding %s (at most %s each), transfer stacks holding %s (at most %s), "
+      "%d cache drains\n"
+      "growths %d, failed growths %d\n"
       "RLIMIT_MEMLOCK %s; the process has %s long-term pinned (VmPin), %s locked (VmLck)%s\n",
       FormatBytes(reserved_bytes), FormatBytes(mapped_bytes), chunks.size(),
       FormatBytes(budget_bytes), FormatBytes(pinned_bytes), FormatBytes(locked_bytes),
-      FormatBytes(allocated_bytes), FormatBytes(heap_active_bytes), thread_caches, growths,
-      growth_failures, FormatBytes(memlock_limit), FormatBytes(process_pinned_bytes),
+      FormatBytes(allocated_bytes), FormatBytes(heap_active_bytes), thread_caches,
+      FormatBytes(thread_cache_bytes), FormatBytes(thread_cache_limit_bytes),
+      FormatBytes(transfer_cache_bytes), FormatBytes(transfer_cache_limit_bytes), cache_drains,
+      growths, growth_failures, FormatBytes(memlock_limit), FormatBytes(process_pinned_bytes),
       FormatBytes(process_locked_bytes),
       memlock_exempt ? " (CAP_IPC_LOCK: limit does not apply)" : "");
   if (pin_headroom()) {
@@ -173,6 +177,11 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
       .Field("allocated_bytes", s.allocated_bytes)
       .Field("heap_active_bytes", s.heap_active_bytes)
       .Field("thread_caches", s.thread_caches)
+      .Field("thread_cache_bytes", s.thread_cache_bytes)
+      .Field("transfer_cache_bytes", s.transfer_cache_bytes)
+      .Field("thread_cache_limit_bytes", s.thread_cache_limit_bytes)
+      .Field("transfer_cache_limit_bytes", s.transfer_cache_limit_bytes)
+      .Field("cache_drains", s.cache_drains)
       .Field("growths", s.growths)
       .Field("growth_failures", s.growth_failures)
       .Field("memlock_limit", limit(s.memlock_limit))

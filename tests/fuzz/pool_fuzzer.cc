@@ -8,9 +8,9 @@
 // Invariants: every live block lies inside one chunk whose keys each fake domain registered for
 // that chunk (and reports those keys); no two live blocks overlap; every live block still holds
 // the pattern written into it; the stats agree with the domains (mapped bytes = chunks x chunk
-// size = bytes each domain has live, within the budget; jemalloc's allocated bytes cover the
-// live blocks); and destroying the pool, with or without live blocks, deregisters and unmaps
-// everything.
+// size = bytes each domain has live, within the budget; the heap's allocated bytes cover the
+// live blocks and the caches, which keep to their bounds); and destroying the pool, with or without
+// live blocks, deregisters and unmaps everything.
 //
 // Build and run: the `fuzz` preset (clang), `ctest --preset fuzz`, or
 //   build-fuzz/tests/fuzz/pool_fuzzer -max_total_time=60 scratch/ tests/fuzz/corpus/
@@ -328,8 +328,17 @@ class Harness {
     FUZZ_CHECK(pinpool::internal::os::counters().chunk_bytes.load() - chunk_bytes_before_ ==
                    static_cast<std::int64_t>(s.mapped_bytes),
                "the os layer maps other than the chunks");
-    FUZZ_CHECK(s.allocated_bytes >= live_bytes, "jemalloc counts %zu bytes, %zu are live",
+    FUZZ_CHECK(s.allocated_bytes >= live_bytes, "the heap counts %zu bytes, %zu are live",
                s.allocated_bytes, live_bytes);
+    FUZZ_CHECK(s.thread_cache_bytes <= s.thread_cache_limit_bytes, "thread cache %zu over %zu",
+               s.thread_cache_bytes, s.thread_cache_limit_bytes);
+    FUZZ_CHECK(s.transfer_cache_bytes <= s.transfer_cache_limit_bytes, "transfer %zu over %zu",
+               s.transfer_cache_bytes, s.transfer_cache_limit_bytes);
+    FUZZ_CHECK(s.allocated_bytes >= live_bytes + s.thread_cache_bytes + s.transfer_cache_bytes,
+               "allocated %zu < live %zu + cached %zu + %zu", s.allocated_bytes, live_bytes,
+               s.thread_cache_bytes, s.transfer_cache_bytes);
+    FUZZ_CHECK(s.heap_active_bytes >= s.allocated_bytes, "active %zu < allocated %zu",
+               s.heap_active_bytes, s.allocated_bytes);
   }
 
   FuzzedDataProvider& in_;

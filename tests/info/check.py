@@ -337,7 +337,9 @@ def check_guest(tool):
 # --- demo ----------------------------------------------------------------------------------------
 
 STATS_FIELDS = ["reserved_bytes", "mapped_bytes", "pinned_bytes", "locked_bytes", "budget_bytes",
-                "allocated_bytes", "heap_active_bytes", "thread_caches", "growths", "growth_failures",
+                "allocated_bytes", "heap_active_bytes", "thread_caches", "thread_cache_bytes",
+                "transfer_cache_bytes", "thread_cache_limit_bytes", "transfer_cache_limit_bytes",
+                "cache_drains", "growths", "growth_failures",
                 "memlock_limit", "process_pinned_bytes", "process_locked_bytes", "memlock_exempt",
                 "pin_headroom", "lock_headroom", "heap_fragmentation", "mapped_unused_bytes",
                 "mapped_unused_fraction", "chunks", "domains", "grants", "growth"]

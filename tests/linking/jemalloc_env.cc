@@ -1,6 +1,6 @@
 // Creates a pool and uses it, then exits 0. Run by ctest with hostile jemalloc settings in the
-// environment: MALLOC_CONF (the application's jemalloc's) must not reach pinpool's private
-// copy, while PINPOOL_JEC (its own name for the same thing) must.
+// environment: MALLOC_CONF (the application's jemalloc's) must not reach pinpool, whose heap is
+// its own code and links no allocator.
 #include <cstdio>
 
 #include "pinpool/pool.h"

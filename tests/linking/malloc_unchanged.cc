@@ -1,8 +1,8 @@
 // malloc_unchanged: proof that linking pinpool leaves the application's own malloc alone
-// (DESIGN.md: "Linking pinpool does not change the application's own malloc").
+// (docs/design.md's invariant "Linking pinpool does not change the application's malloc").
 //
-// pinpool carries a private jemalloc inside libpinpool.so. Debian's jemalloc is unprefixed, so a
-// careless link would make its malloc/free/operator new the process's. This program is built by
+// pinpool's heap is its own code (it once carried a private jemalloc, whose unprefixed symbols a
+// careless link would have made the process's malloc). This program is built by
 // tests/linking/run.sh against an *installed* pinpool, like any application, and fails if:
 //  (a) symbols: the malloc API and operator new/delete as the dynamic linker binds them for the
 //      application (dlsym(RTLD_DEFAULT)) are not libc's / libstdc++'s own definitions, lie in
@@ -279,7 +279,8 @@ int RunRound(pinpool::Pool& pool, std::uint64_t seed, const char* who) {
   blocks_intact();
 
   // Free every other block and every other malloc'ed pointer, then allocate again on both sides:
-  // a free on one side must never feed the other (the shared-tcache trap of notes/jemalloc.md).
+  // a free on one side must never feed the other (the trap of a thread cache shared by two
+  // allocators).
   std::unordered_set<const void*> freed_blocks;
   std::unordered_set<const void*> freed_mallocs;
   std::vector<pinpool::Block> kept_blocks;

@@ -1,11 +1,12 @@
-// Registered memory stays the device's memory through allocation churn (DESIGN.md: "what the CPU
-// writes is what the device reads, after any amount of allocation churn"), proved on a real
-// device: 10^5 allocate/free operations on a pool of rxe0-registered chunks, with every block
-// filled by the CPU when allocated; along the way and at the end, an RDMA READ from the other QP
-// sees exactly the CPU's bytes, and an RDMA WRITE's bytes are exactly what the CPU reads. And the
-// registration count does not move across the churn: registration happens per chunk, never per
-// block. Fixed seeds, so a failure reproduces. Runs in the soft-RoCE guest; skips with the reason
-// elsewhere unless PINPOOL_REQUIRE_RDMA=1.
+// Registered memory stays the device's memory through allocation churn (docs/design.md, invariant
+// "Registered pages are never released or replaced while registered": what the CPU writes is what
+// the device reads, after any amount of allocation churn), proved on a real device: 10^5
+// allocate/free operations on a pool of rxe0-registered chunks, with every block filled by the CPU
+// when allocated; along the way and at the end, an RDMA READ from the other QP sees exactly the
+// CPU's bytes, and an RDMA WRITE's bytes are exactly what the CPU reads. And the registration count
+// does not move across the churn: registration happens per chunk, never per block. Fixed seeds, so
+// a failure reproduces. Runs in the soft-RoCE guest; skips with the reason elsewhere unless
+// PINPOOL_REQUIRE_RDMA=1.
 #include <gtest/gtest.h>
 
 #include <cmath>

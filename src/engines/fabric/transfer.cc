@@ -13,13 +13,10 @@
 
 #include "absl/strings/str_format.h"
 #include "pinpool/fabric.h"
+#include "transfer_ranges.h"
 
 namespace pinpool {
 namespace {
-
-bool Inside(std::uint64_t offset, std::uint64_t length, std::uint64_t size) {
-  return offset <= size && length <= size - offset;
-}
 
 enum class Direction { kWrite, kRead };
 
@@ -27,21 +24,10 @@ absl::Status Check(Direction dir, const Block& block, std::size_t offset, std::s
                    const FabricRemote& remote, std::size_t remote_offset, std::size_t domain,
                    bool one_message) {
   const char* what = dir == Direction::kWrite ? "FabricWrite" : "FabricRead";
-  if (!block) return absl::InvalidArgumentError(absl::StrFormat("%s: empty Block", what));
-  if (domain >= block.domain_count()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: the block's pool has no domain number %d", what, domain));
-  }
-  if (length == 0) return absl::InvalidArgumentError(absl::StrFormat("%s: length 0", what));
-  if (!Inside(offset, length, block.size())) {
-    return absl::OutOfRangeError(
-        absl::StrFormat("%s: bytes [%d, %d) are outside the %d-byte block at %p; nothing posted",
-                        what, offset, offset + length, block.size(), block.data()));
-  }
-  if (!Inside(remote_offset, length, remote.length)) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "%s: bytes [%d, %d) are outside the peer's %d bytes (key %#x); nothing posted", what,
-        remote_offset, remote_offset + length, remote.length, remote.key));
+  if (absl::Status s = internal::CheckTransferRanges(
+          what, block, offset, length, {remote.length, "key", remote.key}, remote_offset, domain);
+      !s.ok()) {
+    return s;
   }
   const FabricDomain& d = *FabricChunkOf(block, domain).domain;
   if (one_message && length > d.max_msg_size()) {

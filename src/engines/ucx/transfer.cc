@@ -11,33 +11,19 @@
 
 #include "absl/strings/str_format.h"
 #include "pinpool/ucx.h"
+#include "transfer_ranges.h"
 
 namespace pinpool {
 namespace {
 
-// OK when [offset, offset + length) lies in `size` bytes (no overflow).
-bool Inside(std::size_t offset, std::size_t length, std::size_t size) {
-  return offset <= size && length <= size - offset;
-}
-
 absl::Status CheckRanges(const char* what, const Block& block, std::size_t offset,
                          std::size_t length, const UcxRemote& remote, std::size_t remote_offset,
                          std::size_t domain) {
-  if (!block) return absl::InvalidArgumentError(absl::StrFormat("%s: empty Block", what));
-  if (domain >= block.domain_count()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: the block's pool has no domain number %d", what, domain));
-  }
-  if (length == 0) return absl::InvalidArgumentError(absl::StrFormat("%s: length 0", what));
-  if (!Inside(offset, length, block.size())) {
-    return absl::OutOfRangeError(
-        absl::StrFormat("%s: bytes [%d, %d) are outside the %d-byte block at %p; nothing posted",
-                        what, offset, offset + length, block.size(), block.data()));
-  }
-  if (!Inside(remote_offset, length, remote.length)) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "%s: bytes [%d, %d) are outside the peer's %d bytes at %#x; nothing posted", what,
-        remote_offset, remote_offset + length, remote.length, remote.address));
+  if (absl::Status s = internal::CheckTransferRanges(what, block, offset, length,
+                                                     {remote.length, "address", remote.address},
+                                                     remote_offset, domain);
+      !s.ok()) {
+    return s;
   }
   if (remote.rkey == nullptr) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: the remote has no unpacked rkey", what));

@@ -1,0 +1,142 @@
+// PageMap: for every 4 KiB page of a pool's chunks, what block (if any) may start there, readable
+// without a lock. It is how a free by address alone learns a block's size class and checks that
+// the pointer is a block's start, in a few instructions and with no call.
+//
+// One 32-bit entry per page, one array per chunk the heap has taken (allocated when it takes the
+// chunk, from the heap's MetadataArena: never in the registered chunks, where a device or a peer
+// could write). An entry is
+//   0                            no block starts on this page: free space, or a page of a large
+//                                block other than its first
+//   (delta << 8) | (class + 1)   the page lies `delta` pages into a span of class `class`: a slab
+//                                (every page carries its entry) or a large block (only its first
+//                                page does, delta 0)
+// so a pointer p with entry e != 0 is a block's start exactly when (p - span start) is a multiple
+// of the class size (IsBlockOffset). Beside the entries, each chunk has a Span* per page, set on
+// the first and last page of every span (free or used), for the page heap's coalescing and for
+// finding a block's slab.
+//
+// Thread safety: entries and span pointers are written by the page heap under its lock and read
+// lock-free (relaxed atomics: a thread reading the entry of a block it owns is ordered after the
+// write by the locks the block travelled through; a misused pointer reads a stale or racing
+// value, which is still a valid entry of the pool). A chunk's arrays are published with a release
+// store and live until the PageMap is destroyed.
+#ifndef PINPOOL_HEAP_PAGE_MAP_H_
+#define PINPOOL_HEAP_PAGE_MAP_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "heap/metadata.h"
+#include "heap/size_class.h"
+
+namespace pinpool::internal {
+
+struct Span;
+
+using PageEntry = std::atomic<std::uint32_t>;
+
+class PageMap {
+ public:
+  static constexpr std::uint32_t Encode(unsigned cls, std::size_t delta) noexcept {
+    return static_cast<std::uint32_t>(delta << 8) | (cls + 1);
+  }
+  // The class an entry names, or kNumClasses or more when the entry is 0 (no block starts here).
+  static constexpr unsigned ClassOf(std::uint32_t entry) noexcept {
+    return (entry & 0xff) - 1u;  // 0 wraps to a huge value
+  }
+  static constexpr std::size_t DeltaOf(std::uint32_t entry) noexcept { return entry >> 8; }
+  // The start of the span an entry (naming a class) describes, for any address on that page.
+  static constexpr std::uintptr_t SpanStart(std::uint32_t entry, std::uintptr_t p) noexcept {
+    return ((p >> kPageShift) - DeltaOf(entry)) << kPageShift;
+  }
+  // p's offset from the start of the span an entry (naming a class) describes.
+  static constexpr std::uintptr_t SpanOffset(std::uint32_t entry, std::uintptr_t p) noexcept {
+    return (p & (kPageSize - 1)) + (std::uintptr_t{DeltaOf(entry)} << kPageShift);
+  }
+  // True when p is the start of a block according to its page's entry; *cls is its class.
+  static bool IsBlockStart(std::uint32_t entry, std::uintptr_t p, unsigned* cls) noexcept {
+    const unsigned c = ClassOf(entry);
+    if (c >= kNumClasses) return false;
+    *cls = c;
+    return IsBlockOffset(c, SpanOffset(entry, p));
+  }
+
+  // The tables for `max_chunks` chunks come from `metadata`; ok() is false when it had none.
+  PageMap(std::uintptr_t base, unsigned chunk_shift, std::size_t max_chunks,
+          MetadataArena* metadata);
+  bool ok() const noexcept { return entries_ != nullptr && spans_ != nullptr; }
+  PageMap(const PageMap&) = delete;
+  PageMap& operator=(const PageMap&) = delete;
+
+  std::uintptr_t base() const noexcept { return base_; }
+  unsigned chunk_shift() const noexcept { return chunk_shift_; }
+  std::size_t max_chunks() const noexcept { return max_chunks_; }
+  std::size_t pages_per_chunk() const noexcept {
+    return std::size_t{1} << (chunk_shift_ - kPageShift);
+  }
+
+  // The entry arrays by chunk index, for callers that keep a copy beside their hot data (the pool).
+  const std::atomic<PageEntry*>* table() const noexcept { return entries_; }
+
+  // The entry of the page holding p, or 0 when p is outside the range or in a chunk the heap has
+  // not taken.
+  std::uint32_t EntryAt(std::uintptr_t p) const noexcept {
+    const std::uintptr_t off = p - base_;
+    if ((off >> chunk_shift_) >= max_chunks_) return 0;
+    const PageEntry* e = entries_[off >> chunk_shift_].load(std::memory_order_acquire);
+    if (e == nullptr) return 0;
+    return e[(off >> kPageShift) & (pages_per_chunk() - 1)].load(std::memory_order_relaxed);
+  }
+
+  // --- the page heap's side (under its lock) ---------------------------------------------------
+  // Makes the arrays of a chunk ahead of AddChunk (so that a chunk, once carved, can always be
+  // taken); false when the metadata arena has no memory.
+  bool Prepare() noexcept;
+  // Gives chunk `index` the prepared arrays (all entries 0, no spans). Prepare() first.
+  void AddChunk(std::size_t index) noexcept;
+  bool HasChunk(std::size_t index) const noexcept {
+    return entries_[index].load(std::memory_order_acquire) != nullptr;
+  }
+  // Entries of `pages` pages from the page holding `start`: all set to Encode(cls, delta) with
+  // delta counting from `start` (slab), or only the first (large, the rest 0), or all 0 (clear).
+  void SetSlab(std::uintptr_t start, std::size_t pages, unsigned cls) noexcept;
+  void SetLarge(std::uintptr_t start, unsigned cls) noexcept;
+  void Clear(std::uintptr_t start, std::size_t pages) noexcept;
+  // The span recorded at the page holding p (first or last page of a span), or null.
+  Span* SpanAt(std::uintptr_t p) const noexcept {
+    const std::uintptr_t off = p - base_;
+    return spans_[off >> chunk_shift_][(off >> kPageShift) & (pages_per_chunk() - 1)].load(
+        std::memory_order_relaxed);
+  }
+  void SetSpanAt(std::uintptr_t p, Span* s) noexcept {
+    const std::uintptr_t off = p - base_;
+    spans_[off >> chunk_shift_][(off >> kPageShift) & (pages_per_chunk() - 1)].store(
+        s, std::memory_order_relaxed);
+  }
+  // Bytes of metadata the arrays take (for tests and stats).
+  std::size_t metadata_bytes() const noexcept;
+
+ private:
+  PageEntry* Entries(std::uintptr_t p) const noexcept {
+    return entries_[(p - base_) >> chunk_shift_].load(std::memory_order_relaxed);
+  }
+  std::size_t PageIndex(std::uintptr_t p) const noexcept {
+    return ((p - base_) >> kPageShift) & (pages_per_chunk() - 1);
+  }
+
+  const std::uintptr_t base_;
+  const unsigned chunk_shift_;
+  const std::size_t max_chunks_;
+  MetadataArena* const metadata_;
+  std::atomic<PageEntry*>* const entries_;
+  std::atomic<Span*>** const spans_;
+  PageEntry* spare_entries_ = nullptr;  // prepared for the next chunk
+  std::atomic<Span*>* spare_spans_ = nullptr;
+  std::size_t chunks_ = 0;
+};
+
+}  // namespace pinpool::internal
+
+#endif  // PINPOOL_HEAP_PAGE_MAP_H_

@@ -1,0 +1,97 @@
+// PageMap (src/heap/page_map.h): entries encode a class and the distance to the span's start;
+// IsBlockStart accepts exactly the block starts of a slab or a large block and nothing else; a
+// lookup outside the range, or in a chunk the heap has not taken, finds no block.
+#include "heap/page_map.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "heap/metadata.h"
+
+namespace pinpool::internal {
+namespace {
+
+constexpr unsigned kChunkShift = 21;                       // 2 MiB chunks: 512 pages
+constexpr std::uintptr_t kBase = std::uintptr_t{1} << 40;  // never dereferenced
+
+TEST(PageMapTest, EntriesEncodeTheClassAndTheDistanceToTheSpanStart) {
+  for (unsigned c : {0u, 7u, 34u, kFirstLargeClass, kNumClasses - 1}) {
+    for (std::size_t delta :
+         {std::size_t{0}, std::size_t{1}, std::size_t{15}, (std::size_t{1} << 18) - 1}) {
+      const std::uint32_t e = PageMap::Encode(c, delta);
+      EXPECT_NE(e, 0u);
+      EXPECT_EQ(PageMap::ClassOf(e), c);
+      EXPECT_EQ(PageMap::DeltaOf(e), delta);
+    }
+  }
+  EXPECT_GE(PageMap::ClassOf(0), kNumClasses) << "entry 0 must name no class";
+}
+
+TEST(PageMapTest, IsBlockStartAcceptsExactlyTheBlocksOfASlab) {
+  const unsigned c = SizeClass(48);  // 85 blocks in one page, 16 bytes left over
+  const std::uintptr_t span = kBase + 8 * kPageSize;
+  const std::uint32_t e = PageMap::Encode(c, 0);
+  unsigned cls = 999;
+  for (std::uintptr_t off = 0; off < kPageSize; off += 16) {
+    EXPECT_EQ(PageMap::IsBlockStart(e, span + off, &cls), off % 48 == 0) << off;
+  }
+  EXPECT_EQ(cls, c);
+  // A three-page slab of 640-byte blocks: blocks cross page boundaries; the entry of each page
+  // gives the distance back to the slab's start.
+  const unsigned c640 = SizeClass(640);
+  ASSERT_EQ(Class(c640).pages, 3u);
+  for (std::uintptr_t off = 0; off < 3 * kPageSize; off += 16) {
+    const std::uint32_t page_entry = PageMap::Encode(c640, off / kPageSize);
+    EXPECT_EQ(PageMap::IsBlockStart(page_entry, span + off, &cls), off % 640 == 0) << off;
+  }
+}
+
+TEST(PageMapTest, ALargeBlockStartsOnlyAtItsFirstByte) {
+  const unsigned c = SizeClass(64 * 1024);
+  const std::uintptr_t span = kBase + 16 * kPageSize;
+  unsigned cls = 0;
+  EXPECT_TRUE(PageMap::IsBlockStart(PageMap::Encode(c, 0), span, &cls));
+  EXPECT_EQ(cls, c);
+  for (std::uintptr_t off = 16; off < kPageSize; off += 16) {
+    EXPECT_FALSE(PageMap::IsBlockStart(PageMap::Encode(c, 0), span + off, &cls)) << off;
+  }
+  EXPECT_FALSE(PageMap::IsBlockStart(0, span + kPageSize, &cls)) << "later pages carry no entry";
+}
+
+TEST(PageMapTest, LookupsFindOnlyWhatWasRecorded) {
+  MetadataArena metadata;
+  PageMap map(kBase, kChunkShift, 4, &metadata);
+  ASSERT_TRUE(map.ok());
+  EXPECT_EQ(map.pages_per_chunk(), 512u);
+  const std::uintptr_t chunk1 = kBase + (std::uintptr_t{1} << kChunkShift);
+  EXPECT_EQ(map.EntryAt(chunk1), 0u) << "a chunk the heap has not taken";
+  EXPECT_EQ(map.EntryAt(kBase - 16), 0u) << "below the range";
+  EXPECT_EQ(map.EntryAt(kBase + (std::uintptr_t{4} << kChunkShift)), 0u) << "above the range";
+  EXPECT_EQ(map.table()[1].load(), nullptr);
+
+  ASSERT_TRUE(map.Prepare());
+  map.AddChunk(1);
+  EXPECT_TRUE(map.HasChunk(1));
+  EXPECT_FALSE(map.HasChunk(0));
+  EXPECT_NE(map.table()[1].load(), nullptr);
+  const unsigned slab = SizeClass(640);
+  map.SetSlab(chunk1 + 10 * kPageSize, 3, slab);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(map.EntryAt(chunk1 + (10 + i) * kPageSize + 100), PageMap::Encode(slab, i));
+  }
+  EXPECT_EQ(map.EntryAt(chunk1 + 13 * kPageSize), 0u);
+  const unsigned large = SizeClass(20 * 1024);
+  map.SetLarge(chunk1 + 20 * kPageSize, large);
+  EXPECT_EQ(map.EntryAt(chunk1 + 20 * kPageSize), PageMap::Encode(large, 0));
+  EXPECT_EQ(map.EntryAt(chunk1 + 21 * kPageSize), 0u);
+  map.Clear(chunk1 + 10 * kPageSize, 3);
+  EXPECT_EQ(map.EntryAt(chunk1 + 11 * kPageSize), 0u);
+  // The last page of the chunk, and the entry for the fast path's own indexing.
+  map.SetLarge(chunk1 + 511 * kPageSize, large);
+  EXPECT_EQ(map.table()[1].load()[511].load(), PageMap::Encode(large, 0));
+  EXPECT_GT(map.metadata_bytes(), 512u * 4);
+}
+
+}  // namespace
+}  // namespace pinpool::internal

@@ -1,0 +1,141 @@
+// ThreadCache (src/heap/thread_cache.h): a bin never holds more than its class's count bound and
+// the cache never more than its byte budget once a push returns; a full bin gives its oldest
+// half to the central layer and keeps the newest; an empty bin refills a batch; FlushAll empties
+// everything and accounts every byte.
+#include "heap/thread_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "support/fake_chunks.h"
+
+namespace pinpool::internal {
+namespace {
+
+using testing::FakeChunks;
+
+constexpr std::size_t kChunk = 8 << 20;
+constexpr std::uint64_t kSecret = 77;
+
+struct Fixture {
+  explicit Fixture(std::size_t budget)
+      : source(kChunk, 32),
+        pages(source.base(), source.chunk_shift(), 32, &source, &meta),
+        central(&pages, &meta, kSecret, 4 << 20),
+        cache(1, budget, &meta) {}
+  // Blocks of class c from the central layer, as if the program held them.
+  std::vector<void*> Get(unsigned c, std::size_t n) {
+    std::vector<void*> v(n);
+    EXPECT_EQ(central.Take(c, v.data(), n, true), n);
+    return v;
+  }
+  MetadataArena meta;
+  FakeChunks source;
+  PageHeap pages;
+  CentralCache central;
+  ThreadCache cache;
+};
+
+TEST(ThreadCacheTest, AFullBinGivesItsOldestHalfBackAndKeepsTheNewest) {
+  Fixture f(64 << 20);
+  const unsigned c = SizeClass(64);
+  const std::size_t cap = Class(c).bin_cap;
+  std::vector<void*> blocks = f.Get(c, cap + 1);
+  for (std::size_t i = 0; i < cap; ++i) ASSERT_TRUE(f.cache.Push(f.central, c, blocks[i]));
+  ASSERT_EQ(f.cache.bins[c].count(), cap);
+  ASSERT_EQ(f.cache.bins[c].top, f.cache.bins[c].limit) << "full: the fast path goes slow";
+  ASSERT_TRUE(f.cache.Push(f.central, c, blocks[cap]));
+  const ThreadCache::Bin& bin = f.cache.bins[c];
+  EXPECT_EQ(bin.count(), cap - (cap + 1) / 2 + 1);
+  EXPECT_EQ(bin.bottom[0], blocks[(cap + 1) / 2]) << "the oldest half went";
+  EXPECT_EQ(bin.top[-1], blocks[cap]) << "the newest is on top";
+  EXPECT_EQ(f.central.GetCounts().transfer_bytes, (cap + 1) / 2 * ClassSize(c));
+  EXPECT_EQ(f.cache.held_bytes(), bin.count() * ClassSize(c));
+}
+
+TEST(ThreadCacheTest, TheByteBudgetHoldsAfterEveryPush) {
+  const std::size_t budget = 4 << 20;
+  Fixture f(budget);
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 3000; ++i) {
+    const unsigned c = rng() % 3 == 0 ? SizeClass(std::size_t{1} << (14 + rng() % 8))  // to 2 MiB
+                                      : static_cast<unsigned>(rng() % 28);
+    void* p;
+    ASSERT_EQ(f.central.Take(c, &p, 1, true), 1u);
+    ASSERT_TRUE(f.cache.Push(f.central, c, p));
+    ASSERT_LE(f.cache.held_bytes(), budget) << "push " << i;
+    for (unsigned k = 0; k < kNumClasses; ++k) {
+      ASSERT_LE(f.cache.bins[k].count(), Class(k).bin_cap);
+    }
+  }
+  EXPECT_GT(f.cache.held_bytes(), 0u);
+  const std::size_t held = f.cache.held_bytes();
+  EXPECT_EQ(f.cache.FlushAll(f.central), held);
+  EXPECT_EQ(f.cache.held_bytes(), 0u);
+  EXPECT_EQ(f.cache.room.load(), static_cast<std::intptr_t>(budget));
+  for (const ThreadCache::Bin& b : f.cache.bins) EXPECT_EQ(b.count(), 0u);
+  EXPECT_EQ(f.central.GetCounts().out_bytes, 0u) << "every block is back in the central layer";
+}
+
+TEST(ThreadCacheTest, ClassesTheThreadStoppedUsingGiveWayToTheOnesItUses) {
+  // 1 MiB of 4 KiB blocks sits in the cache; then the thread only allocates and frees 1 MiB
+  // blocks, which overflow the 2 MiB budget: an overflow halves every bin, so the 4 KiB blocks
+  // make room, and the 1 MiB pairs then stay in the cache instead of going to the central layer
+  // on every pair (as when only the overflowing bin gave blocks back).
+  Fixture f(2 << 20);
+  const unsigned small = SizeClass(4096), big = SizeClass(1 << 20);
+  for (void* p : f.Get(small, 256)) ASSERT_TRUE(f.cache.Push(f.central, small, p));
+  ASSERT_EQ(f.cache.bins[small].count(), 256u);
+  auto pair = [&] {
+    void* p = f.cache.Refill(f.central, big, true);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(f.cache.Push(f.central, big, p));
+    ASSERT_LE(f.cache.held_bytes(), std::size_t{2} << 20);
+  };
+  for (int i = 0; i < 5; ++i) pair();
+  EXPECT_LT(f.cache.bins[small].count(), 256u);
+  const CentralCache::Counts before = f.central.GetCounts();
+  for (int i = 0; i < 20; ++i) pair();
+  const CentralCache::Counts after = f.central.GetCounts();
+  EXPECT_EQ(after.out_bytes, before.out_bytes) << "1 MiB pairs went to the central layer";
+  EXPECT_EQ(after.transfer_bytes, before.transfer_bytes);
+  EXPECT_EQ(f.cache.used_classes(), 2u);
+}
+
+TEST(ThreadCacheTest, ABlockLargerThanTheBudgetPassesThrough) {
+  Fixture f(2 << 20);
+  const unsigned c = SizeClass(3 << 20);
+  void* p = f.Get(c, 1)[0];
+  ASSERT_TRUE(f.cache.Push(f.central, c, p));
+  EXPECT_EQ(f.cache.bins[c].count(), 0u);
+  EXPECT_EQ(f.cache.held_bytes(), 0u);
+}
+
+TEST(ThreadCacheTest, AnEmptyBinRefillsABatchAndHandsOutOne) {
+  Fixture f(64 << 20);
+  const unsigned c = SizeClass(1000);
+  void* p = f.cache.Refill(f.central, c, true);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(f.cache.bins[c].count(), Class(c).batch - 1u);
+  EXPECT_EQ(f.cache.held_bytes(), (Class(c).batch - 1u) * ClassSize(c));
+  // Refilled blocks are free (marked); the one handed out is the caller's to clear.
+  for (void** b = f.cache.bins[c].bottom; b != f.cache.bins[c].top; ++b) {
+    EXPECT_EQ(FirstWord(*b), FreeMark(kSecret, *b));
+  }
+  // A bin that is not empty hands out its top without the central layer.
+  const std::size_t out = f.central.GetCounts().out_bytes;
+  void* top = f.cache.bins[c].top[-1];
+  EXPECT_EQ(f.cache.Refill(f.central, c, true), top);
+  EXPECT_EQ(f.central.GetCounts().out_bytes, out);
+  // No memory and no growth: nothing.
+  Fixture g(64 << 20);
+  g.source.set_refuse(true);
+  EXPECT_EQ(g.cache.Refill(g.central, c, true), nullptr);
+  EXPECT_EQ(g.cache.held_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace pinpool::internal
