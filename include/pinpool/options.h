@@ -62,6 +62,11 @@ struct PoolOptions {
   std::size_t low_watermark = 0;
   bool grow_in_background = true;
 
+  // Trim policy: every trim_interval_ms milliseconds (0: never) the pool's thread calls
+  // Pool::Trim(trim_floor): idle chunks above the floor are given back (deregistered, unmapped).
+  std::size_t trim_floor = 0;
+  unsigned trim_interval_ms = 0;
+
   // Threads Reserve (and Create, for initial_size) maps, populates and registers chunks on, each
   // domain's registrations in parallel when it allows (Domain::concurrent_registration). 0: one
   // per CPU of the NUMA node (of the machine without one), at most one per chunk.

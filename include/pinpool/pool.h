@@ -118,10 +118,12 @@ class PINPOOL_EXPORT Pool {
 
   // Gives whole idle chunks back (deregistered from every domain, unmapped) while more than
   // `floor_bytes` stay mapped, never leaving less room than the low watermark. A chunk is idle
-  // when no block, free or live, was ever carved from it by the heap and no grant reaches it;
-  // with today's heap that means chunks Reserve, Create or the watermark added and no
-  // allocation has used yet. Returns the bytes given back; registered bytes, VmPin/VmLck and
-  // the mapping count go down with them. The pool grows again on demand afterwards.
+  // when no live block lies in it and no grant can reach it (a block freed while granted is held
+  // until its revocation completes, and keeps its chunk). Drains every thread's cache first
+  // (the same handshake a failing allocation uses), so call it from a quiet moment, not per
+  // request. Returns the bytes given back; registered bytes, VmPin/VmLck and the mapping count go
+  // down with them. The pool grows again on demand afterwards. PoolOptions::trim_interval does
+  // it periodically.
   std::size_t Trim(std::size_t floor_bytes = 0);
 
   PoolStats GetStats() const;
@@ -140,6 +142,8 @@ class PINPOOL_EXPORT Pool {
   PINPOOL_NO_EXPORT void DeallocateSlow(void* data, std::size_t size) noexcept;
   // Aborts, naming `what`, if the pool has been destroyed (and its memory not yet reused).
   PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
+  // The grower thread (low watermark) and the trim policy, as the options ask (pool/growth.cc).
+  PINPOOL_NO_EXPORT void StartBackgroundWork();
 
   static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
   static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"

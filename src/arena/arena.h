@@ -40,6 +40,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -179,7 +180,14 @@ class Arena {
   absl::Status Replenish(std::size_t max_chunks);
   // Starts and stops the pool-owned grower thread, which sleeps until an allocation takes the
   // room below the watermark, then adds chunks until it is met (backing off after a failure).
-  void StartGrower();
+  // With `every` > 0 it also runs `periodic` (the pool's trim policy) that often, with no arena
+  // lock held. Started only when there is something to do; stopped before what `periodic` uses
+  // goes away.
+  // keep_watermark false: the thread runs `periodic` only (the application keeps the watermark
+  // with Replenish).
+  void StartGrower(std::function<void()> periodic = {},
+                   std::chrono::milliseconds every = std::chrono::milliseconds(0),
+                   bool keep_watermark = true);
   void StopGrower();
 
   // Trim (trim.cc): deregisters and unmaps ready chunks that hold nothing (nothing carved, no
@@ -263,6 +271,9 @@ class Arena {
   double seconds_to_startup_target_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Status last_growth_error_ ABSL_GUARDED_BY(mu_);
   bool grower_stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> periodic_;  // set before the grower starts, read by it alone
+  std::chrono::milliseconds periodic_every_{0};
+  bool keep_watermark_ = true;
   std::thread grower_;  // started and stopped by the pool's thread
 };
 

@@ -7,12 +7,15 @@
 // The grower sleeps on grower_wake_ until Carve leaves the room below the watermark. After a
 // failure (RLIMIT_MEMLOCK, a domain refusing) it backs off, 10 ms doubling to 2 s, so that a
 // lasting cause is counted a few times, not thousands; it is never a reason to stop allocating.
-// A spent budget is no failure here: there is nothing left to keep the watermark with.
+// A spent budget is no failure here: there is nothing left to keep the watermark with. The same
+// thread runs the pool's trim policy (PoolOptions::trim_interval_ms) between growths.
 //
 // Thread safety: as the arena (arena.h). StartGrower and StopGrower are called by the pool's
 // owner thread (creation, destruction).
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <utility>
 
 #include "arena/arena.h"
 #include "os/os.h"
@@ -43,8 +46,15 @@ absl::Status Arena::Replenish(std::size_t max_chunks) {
   return absl::OkStatus();
 }
 
-void Arena::StartGrower() {
-  if (config_.low_watermark == 0 || grower_.joinable()) return;
+void Arena::StartGrower(std::function<void()> periodic, std::chrono::milliseconds every,
+                        bool keep_watermark) {
+  if (grower_.joinable()) return;
+  keep_watermark_ = keep_watermark && config_.low_watermark != 0;
+  if (every.count() > 0 && periodic) {
+    periodic_ = std::move(periodic);
+    periodic_every_ = every;
+  }
+  if (!keep_watermark_ && !periodic_) return;
   grower_ = std::thread([this] { GrowerLoop(); });
 }
 
@@ -63,10 +73,22 @@ void Arena::GrowerLoop() {
   constexpr auto kFirstBackoff = std::chrono::milliseconds(10);
   constexpr auto kMaxBackoff = std::chrono::seconds(2);
   std::chrono::nanoseconds backoff = kFirstBackoff;
+  auto next_periodic = std::chrono::steady_clock::now() + periodic_every_;
   MutexLock lock(&mu_);
   while (!grower_stop_) {
-    if (!BelowWatermarkLocked()) {
-      grower_wake_.Wait(&mu_);
+    if (periodic_ && std::chrono::steady_clock::now() >= next_periodic) {
+      mu_.Unlock();
+      periodic_();
+      mu_.Lock();
+      next_periodic = std::chrono::steady_clock::now() + periodic_every_;
+      continue;
+    }
+    if (!keep_watermark_ || !BelowWatermarkLocked()) {
+      if (periodic_) {
+        grower_wake_.WaitFor(&mu_, next_periodic - std::chrono::steady_clock::now());
+      } else {
+        grower_wake_.Wait(&mu_);
+      }
       continue;
     }
     if (GrowOne(Why::kBackground).ok()) {

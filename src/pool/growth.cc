@@ -2,7 +2,12 @@
 // NeedsReplenish for an application's event loop, Trim, and the growth figures of GetStats. The
 // work is the arena's (arena/growth.cc, arena/trim.cc); this file only forwards and translates.
 // Thread safety: as Pool (any thread; Trim and Replenish may race with allocation).
+#include <chrono>
+#include <functional>
+#include <utility>
+
 #include "arena/arena.h"
+#include "heap/heap.h"
 #include "pinpool/pool.h"
 #include "pool/growth_stats.h"
 
@@ -17,7 +22,27 @@ absl::Status Pool::Replenish(std::size_t max_chunks) {
 
 std::size_t Pool::Trim(std::size_t floor_bytes) {
   CheckAlive("Trim");
+  // The heap drains its caches and gives back every chunk holding no block (a granted block
+  // freed early is held by the grant registry, so its chunk is never among them); the arena
+  // then trims what the floor and the watermark allow. Chunks it keeps become room again.
+  heap_->ReleaseIdleChunks();
   return arena_->Trim(floor_bytes);
+}
+
+void Pool::StartBackgroundWork() {
+  const bool grow = options_.grow_in_background && options_.low_watermark != 0;
+  const bool trim = options_.trim_interval_ms != 0;
+  if (!grow && !trim) return;
+  std::function<void()> periodic;
+  if (trim) {
+    periodic = [this, floor = options_.trim_floor] {
+      heap_->ReleaseIdleChunks();
+      arena_->Trim(floor);
+    };
+  }
+  // Without grow_in_background the thread must not keep the watermark: Replenish does.
+  arena_->StartGrower(std::move(periodic), std::chrono::milliseconds(options_.trim_interval_ms),
+                      /*keep_watermark=*/grow);
 }
 
 namespace internal {

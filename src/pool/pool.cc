@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   pool->options_ = std::move(options);
   pool->arena_->SetStartupTarget(pool->options_.initial_size);
   PINPOOL_RETURN_IF_ERROR(pool->Reserve(pool->options_.initial_size));
-  if (pool->options_.grow_in_background) pool->arena_->StartGrower();
+  pool->StartBackgroundWork();
   return pool;
 }
 
@@ -105,6 +105,7 @@ Pool::~Pool() {
   StoreForLater(range_size_, std::size_t{0});
   StoreForLater(max_block_, std::size_t{0});
   StoreForLater(alive_, kDestroyed);
+  arena_->StopGrower();  // its trim policy uses the heap
   grants_.reset();
   heap_.reset();
   arena_.reset();
