@@ -13,6 +13,7 @@
 // Thread-safe: the kernel serializes the mm changes; chunks must not be mapped twice at once.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -142,11 +143,21 @@ absl::Status ThpMissing(std::size_t length, bool eligible, std::string_view deta
       detail, kAllowFallback));
 }
 
-// Faults every page of a fresh anonymous mapping in, writable.
+// Faults every page of a fresh anonymous mapping in, writable. In steps of kPopulateStep: the
+// kernel holds the process's mmap lock (shared) for each call, and a thread that needs it
+// exclusively meanwhile (any mmap, say the heap's metadata) waits for the whole call, and so do
+// all page faults behind it; steps bound that wait to one step's zeroing (~1 ms) while a chunk is
+// populated in the background.
+constexpr std::size_t kPopulateStep = std::size_t{4} << 20;
+
 absl::Status Populate(void* at, std::size_t length) {
-  for (;;) {
-    const int err = Madvise(at, length, MADV_POPULATE_WRITE);
-    if (err == 0) return absl::OkStatus();
+  for (std::size_t done = 0; done < length;) {
+    const std::size_t step = std::min(kPopulateStep, length - done);
+    const int err = Madvise(static_cast<char*>(at) + done, step, MADV_POPULATE_WRITE);
+    if (err == 0) {
+      done += step;
+      continue;
+    }
     if (err == EINTR) continue;
     if (err == EINVAL) {
       // Before Linux 5.14: touch one byte per page (the mapping is fresh, so it reads 0).
@@ -163,6 +174,7 @@ absl::Status Populate(void* at, std::size_t length) {
     }
     return absl::InternalError(msg);
   }
+  return absl::OkStatus();
 }
 
 // Marks a freshly mapped chunk MADV_DONTFORK (a child must never get copy-on-write copies of
