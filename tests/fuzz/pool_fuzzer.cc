@@ -102,7 +102,8 @@ constexpr std::size_t kNumConfigs = std::size(kConfigs);
 struct Totals {
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::uint64_t inputs = 0;
-  std::uint64_t ops = 0;  // calls into a pool whose result was checked
+  std::uint64_t ops = 0;        // calls into a pool whose result was checked
+  std::uint64_t burst_ops = 0;  // of which in bursts of small allocations and their frees
   std::uint64_t pools_destroyed = 0;
 };
 Totals totals;
@@ -390,7 +391,10 @@ class Input {
         for (int i = 0; i < n; ++i) {
           Block b = pool_.Allocate(size);
           ++totals.ops;
-          if (!b) break;
+          if (!b) {
+            ++totals.burst_ops;
+            break;
+          }
           FUZZ_CHECK(b.size() == size, "size %zu for %zu", b.size(), size);
           CheckNoOverlap(b.data(), b.size());
           std::memset(b.data(), 0xa5, b.size());
@@ -404,6 +408,7 @@ class Input {
         }
         for (const Block& b : burst) pool_.Deallocate(b);
         totals.ops += burst.size();
+        totals.burst_ops += 2 * burst.size();
         break;
       }
     }
@@ -482,9 +487,10 @@ void AtExit() {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - totals.start).count();
   std::fprintf(stderr,
-               "pool_fuzzer: %llu checked operations in %.1f s: %.0f ops/s (%llu inputs, %.0f/s; "
-               "%llu pools destroyed and checked)\n",
-               static_cast<unsigned long long>(totals.ops), seconds,
+               "pool_fuzzer: %llu checked operations (%llu in bursts) in %.1f s: %.0f ops/s (%llu "
+               "inputs, %.0f/s; %llu pools destroyed and checked)\n",
+               static_cast<unsigned long long>(totals.ops),
+               static_cast<unsigned long long>(totals.burst_ops), seconds,
                static_cast<double>(totals.ops) / seconds,
                static_cast<unsigned long long>(totals.inputs),
                static_cast<double>(totals.inputs) / seconds,
