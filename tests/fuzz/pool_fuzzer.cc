@@ -18,12 +18,13 @@
 // Checked per operation (O(log n) in the live blocks): each result as the API states it; a new
 // block lies inside one chunk whose keys each fake domain registered for that chunk (and reports
 // those keys) and overlaps no live block (an interval map); a block freed, reallocated or looked
-// up still holds the pattern written into it. Checked per input: every live block's pattern (as
-// it is freed); the stats agree with the domains (mapped bytes = chunks x chunk size = bytes each
-// domain has live, within the budget; the chunks' keys are the domains'); the heap's allocated
-// bytes cover the live blocks and the caches, which keep to their bounds, and once everything is
-// freed they are exactly the caches; the os layer maps nothing but the pools' chunks. Checked at
-// each destruction, with or without live blocks: everything is deregistered and unmapped.
+// up still holds the pattern written into it, and so does each block of a burst as it is freed.
+// Checked per input: every live block's pattern (as it is freed); the stats agree with the
+// domains (mapped bytes = chunks x chunk size = bytes each domain has live, within the budget; the
+// chunks' keys are the domains'); the heap's allocated bytes cover the live blocks and the caches,
+// which keep to their bounds, and once everything is freed they are exactly the caches; the os
+// layer maps nothing but the pools' chunks. Checked at each destruction, with or without live
+// blocks: everything is deregistered and unmapped.
 //
 // The log shows findings only: a pool with debug checks warns on stderr when destroyed with live
 // blocks, so only pools without them are destroyed with blocks live. At exit one line gives the
@@ -406,7 +407,12 @@ class Input {
           FUZZ_CHECK(static_cast<char*>(burst[i - 1].data()) + size <= burst[i].data(),
                      "burst blocks %p and %p overlap", burst[i - 1].data(), burst[i].data());
         }
-        for (const Block& b : burst) pool_.Deallocate(b);
+        for (const Block& b : burst) {
+          const std::size_t at = FirstChanged(b.data(), b.size(), 0xa5);
+          FUZZ_CHECK(at == SIZE_MAX, "burst block %p+%zu: byte %zu changed", b.data(), b.size(),
+                     at);
+          pool_.Deallocate(b);
+        }
         totals.ops += burst.size();
         totals.burst_ops += 2 * burst.size();
         break;
