@@ -2,7 +2,8 @@
 // placed and registered, in GB/s, building chunks on one thread (sequential) or on
 // reserve_threads threads at once (parallel: 0 = one per CPU), populated up front or not, with
 // 2 MiB hugetlb pages or 4 KiB pages, all in one run. Each iteration creates an empty pool
-// (untimed), times Reserve(total), checks the pages are what was required, destroys it (untimed).
+// (untimed), times Reserve(total), checks the pages are what was required, then times Trim(0)
+// giving it all back (reported as trim_gbps, with VmPin before and after), destroys it (untimed).
 // Domain: the default long-term pin on the host (verbs on an RDMA device when there is one).
 // 64 MiB chunks. hugetlb needs vm.nr_hugepages >= total / 2 MiB (scripts/run-benchmarks.sh sets
 // it); without them those cases report the pool's own error.
@@ -24,6 +25,19 @@ namespace {
 std::size_t TotalBytes() {
   const char* mib = std::getenv("PINPOOL_BENCH_STARTUP_MIB");
   return (mib != nullptr ? std::strtoull(mib, nullptr, 10) : 1024) * pinpool::kMiB;
+}
+
+// VmPin of this process in KiB (-1 if unknown).
+long long VmPinKiB() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long long kib = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "VmPin: %lld kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib;
 }
 
 void Startup(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain,
@@ -59,6 +73,16 @@ void Startup(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain,
     }
     state.SetIterationTime(std::chrono::duration<double>(stop - start).count());
     state.counters["first_chunk_s"] = s.growth.seconds_to_first_chunk;
+    // And back: Trim gives every chunk back (nothing was allocated), untimed by the benchmark's
+    // clock but reported, with VmPin before and after.
+    const long long pinned = VmPinKiB();
+    const auto trim_start = std::chrono::steady_clock::now();
+    const std::size_t given = (*pool)->Trim(0);
+    const double trim_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - trim_start).count();
+    state.counters["trim_gbps"] = static_cast<double>(given) / trim_s / 1e9;
+    state.counters["vmpin_mib_before_trim"] = static_cast<double>(pinned) / 1024;
+    state.counters["vmpin_mib_after_trim"] = static_cast<double>(VmPinKiB()) / 1024;
     pool->reset();
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * total));
