@@ -30,7 +30,7 @@ def read_kv(path):
         line = line.strip()
         if "=" not in line:
             continue
-        if " " in line and line.count("=") > 1 and not line.startswith(("date=", "cpu_model=", "os=", "thp=")):
+        if " " in line and line.count("=") > 1 and not line.startswith(("date=", "cpu_model=", "os=", "thp=", "command=", "load=")):
             for part in line.split():
                 if "=" in part:
                     k, v = part.split("=", 1)
@@ -138,20 +138,23 @@ class Page:
                     f"{int(g.get('memory_kib', '0')) // 1024} MiB, Linux {g.get('kernel', '?')}) on {host}")
         return host
 
-    def caption(self, guest=False):
-        return (f"command: {self.args.command} | machine: {self.machine_line(guest)} | "
-                f"date: {self.machine.get('date', '?')} | commit {self.machine.get('commit', '?')}")
+    def caption(self, guest=False, run=None):
+        run = run or {}
+        return (f"command: {run.get('command', self.args.command)} | machine: {self.machine_line(guest)} | "
+                f"date: {run.get('date', self.machine.get('date', '?'))} | "
+                f"commit {run.get('commit', self.machine.get('commit', '?'))}")
 
-    def plot(self, name, script, data, guest=False):
-        """Writes DATA files and runs gnuplot SCRIPT producing figures/NAME.png."""
+    def plot(self, name, script, data, guest=False, run=None):
+        """Writes DATA files and runs gnuplot SCRIPT producing figures/NAME.png. `run` (command,
+        date, commit) names a separate run that measured these figures, when not the page's."""
         work = os.path.abspath(os.path.join(self.out, "plots"))
         os.makedirs(work, exist_ok=True)
         for fname, text in data.items():
             with open(os.path.join(work, fname), "w") as f:
                 f.write(text)
         png = os.path.abspath(os.path.join(self.args.figures, name + ".png"))
-        m = self.machine
-        line1 = (f"command: {self.args.command}   date: {m.get('date', '?')}   "
+        m = dict(self.machine, **(run or {}))
+        line1 = (f"command: {(run or {}).get('command', self.args.command)}   date: {m.get('date', '?')}   "
                  f"commit: {m.get('commit', '?')}").replace('"', "'")
         line2 = f"machine: {self.machine_line(guest)}".replace('"', "'")
         head = (f'set terminal pngcairo noenhanced size 1200,{script.get("height", 700)} font "DejaVu Sans,10"\n'
@@ -167,7 +170,7 @@ class Page:
             sys.exit(1)
         self.w(f"![{name}]({self.fig_rel}/{name}.png)")
         self.w()
-        self.w(f"<sub>{self.caption(guest)}</sub>")
+        self.w(f"<sub>{self.caption(guest, run)}</sub>")
         self.w()
 
     # --- 1. allocation ----------------------------------------------------------------------
@@ -502,7 +505,7 @@ class Page:
                     'plot "latency.dat" using 2:xtic(1) title "p50", "" using 3 title "p99", '
                     '"" using 4 title "p99.9", "" using 5 title "max"']
             self.plot("growth_latency", {"body": "\n".join(body) + "\n"}, {"latency.dat": lines},
-                      guest=verbs.present)
+                      guest=verbs.present, run=scale)
             for where in {w for w, _, _ in rows}:
                 wm = [v for w, m, v in rows if w == where and m == "watermark"]
                 nw = [v for w, m, v in rows if w == where and m == "no watermark"]
@@ -543,7 +546,7 @@ class Page:
                     'set style fill solid 0.8 border -1', 'set grid ytics', 'set ylabel "GB/s"',
                     'set bmargin 7', 'set key top right',
                     'plot "startup.dat" using 2:xtic(1) title "sequential", "" using 3 title "parallel"']
-            self.plot("startup", {"body": "\n".join(body) + "\n"}, {"startup.dat": data})
+            self.plot("startup", {"body": "\n".join(body) + "\n"}, {"startup.dat": data}, run=scale)
 
     # --- 4. overhead ----------------------------------------------------------------------------------
     PINNED_BEFORE_ISSUE13 = 1.374  # docs/benchmarks.md at fffccc0, 512 MiB requested
