@@ -143,12 +143,7 @@ absl::Status ThpMissing(std::size_t length, bool eligible, std::string_view deta
       detail, kAllowFallback));
 }
 
-// Faults every page of a fresh anonymous mapping in, writable. In steps of kPopulateStep: the
-// kernel holds the process's mmap lock (shared) for each call, and a thread that needs it
-// exclusively meanwhile (any mmap, say the heap's metadata) waits for the whole call, and so do
-// all page faults behind it; steps bound that wait to one step's zeroing (~0.3 ms) while a chunk is
-// populated in the background.
-constexpr std::size_t kPopulateStep = std::size_t{1} << 20;
+// Faults every page of a fresh anonymous mapping in, writable, in steps of kPopulateStep (os.h).
 
 absl::Status Populate(void* at, std::size_t length) {
   for (std::size_t done = 0; done < length;) {

@@ -80,6 +80,13 @@ struct MappedChunk {
   std::size_t huge_bytes = 0;          // bytes backed by huge pages
 };
 
+// MapChunk populates in steps of this many bytes, one madvise(MADV_POPULATE_WRITE) each: the
+// kernel holds the process's mmap lock (shared) for each call, and a thread that needs it
+// exclusively meanwhile (any mmap, say the heap's metadata) waits for the whole call, and so do
+// the page faults queued behind it; steps bound that wait to one step's zeroing (~0.3 ms) while a
+// chunk is populated in the background.
+inline constexpr std::size_t kPopulateStep = std::size_t{1} << 20;
+
 // Maps [at, at + length) read-write inside a reservation, trying page sizes from `largest` down
 // (hugetlb 1G, hugetlb 2M, THP, 4K; a size is skipped when `length` or `at` is not a multiple of
 // it). With `require`, only `largest` is tried and getting less is an error. With `populate`,
