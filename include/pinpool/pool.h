@@ -11,7 +11,10 @@
 // Thread safety: Allocate, Deallocate, Reallocate, Lookup and UsableSize may be called from any
 // thread at once; a block may be freed by a thread other than the one that allocated it. They
 // make no system call and no registration once the pool has the chunks it needs. Growth (when
-// the chunks are full) takes a lock. Destroying the pool while other threads use it is a bug.
+// the chunks are full) maps and registers a chunk with no lock held: with a low watermark it
+// happens in the background (PoolOptions::low_watermark, Replenish); otherwise the allocation
+// that finds no room does it, and one that finds another chunk being added waits for that chunk
+// only (docs/growth.md). Destroying the pool while other threads use it is a bug.
 //
 // Errors: Create and Reserve return a Status saying which limit was hit and what to change. The
 // allocation path never throws: it returns an empty Block, and last_growth_error() says why.
