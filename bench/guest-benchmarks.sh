@@ -11,6 +11,8 @@
 #   ib_write_bw-SIZE-ROUND.txt  perftest's ib_write_bw on the same device, sizes and depths,
 #                            alternating with wire_benchmark round by round
 #   growth_verbs.json        growth_benchmark with the verbs domain
+#   growth_latency_verbs.json  growth_latency_benchmark (allocation latency while the pool grows,
+#                            with a low watermark and without) with the verbs domain
 #   remote_access.json       remote_access_benchmark (grants vs per-buffer registration and
 #                            chunk-wide keys)
 #   engines.json             engines_benchmark (a put through UCX and libfabric from pool
@@ -98,6 +100,11 @@ PINPOOL_BENCH_GROWTH_MIB=$growth_mib "$bench/growth_benchmark" "${common[@]}" \
   --benchmark_min_time=$min_time \
   --benchmark_out="$out/growth_verbs.json" --benchmark_out_format=json > /dev/null
 echo "growth_mib=$growth_mib" >> "$out/guest.txt"
+
+echo "guest: growth_latency_benchmark (verbs)" >&2
+PINPOOL_BENCH_GROWTH_CHUNKS=$([ "$quick" = quick ] && echo 3 || echo 8) \
+  "$bench/growth_latency_benchmark" --benchmark_format=json \
+  --benchmark_out="$out/growth_latency_verbs.json" --benchmark_out_format=json > /dev/null
 
 # UCX and libfabric domains (issue 15): puts from pool blocks vs the engines' own ways. rxe needs
 # UCX_IB_GID_INDEX=0 and, for verbs;ofi_rxm, FI_UNIVERSE_SIZE=64; libfabric reads its cache setting

@@ -81,6 +81,7 @@ trap restore_hugepages EXIT INT TERM HUP
 
 # --- build -------------------------------------------------------------------------------------
 targets=(alloc_compare_benchmark rdma_ready_benchmark wire_benchmark growth_benchmark
+         growth_latency_benchmark startup_benchmark
          overhead_benchmark remote_access_benchmark engines_benchmark)
 log "building ${targets[*]} in $build_dir from $source_dir"
 cmake -S "$source_dir" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -138,6 +139,21 @@ PINPOOL_BENCH_GROWTH_MIB=$growth_mib "$bench/growth_benchmark" \
 load growth_end
 restore_hugepages
 echo "growth_mib=$growth_mib" >> "$out/hugepages.txt"
+
+log "growth at scale on the host (growth_latency_benchmark, startup_benchmark)"
+# Allocation latency while the pool grows, with a low watermark and without; start-up GB/s of a
+# 1 GiB pool (2 MiB pages for all of it, plus slack), sequential vs parallel.
+load scale_start
+PINPOOL_BENCH_GROWTH_CHUNKS=$([ "$quick" = quick ] && echo 4 || echo 16) \
+  "$bench/growth_latency_benchmark" --benchmark_format=json \
+  --benchmark_out="$out/growth_latency_host.json" --benchmark_out_format=json > /dev/null
+echo $(( 1024 / 2 + 64 )) > $hp2 || true
+PINPOOL_BENCH_STARTUP_MIB=$([ "$quick" = quick ] && echo 256 || echo 1024) \
+  "$bench/startup_benchmark" --benchmark_repetitions=$(( reps > 3 ? 3 : reps )) \
+  --benchmark_report_aggregates_only=true --benchmark_format=json --benchmark_min_time=$min_time \
+  --benchmark_out="$out/startup_host.json" --benchmark_out_format=json > /dev/null
+restore_hugepages
+load scale_end
 
 log "memory overhead (overhead_benchmark)"
 PINPOOL_BENCH_LIVE_MIB=$live_mib "$bench/overhead_benchmark" --benchmark_format=json \

@@ -10,6 +10,7 @@
 //  - and the next growth, with the fault gone, succeeds.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -154,6 +155,7 @@ TEST_F(FaultTest, RegistrationFailingMidwayThroughGrowthUndoesTheChunkAndKeepsSe
   const std::int64_t before = internal::os::counters().chunk_bytes.load();
   PoolOptions o = Options({a, b, c});
   o.initial_size = 2 * kChunk;
+  o.reserve_threads = 1;  // one chunk at a time, so the failing one is the last one tried
   auto pool = Pool::Create(o).value();
   ExpectExactly(*pool, 2, fakes, before);
 
@@ -234,8 +236,8 @@ TEST_F(FaultTest, HugePagesRunningOutFallBackOrFailAsThePolicySays) {
   EXPECT_GT(ExpectServes(*pool, {fake}, 2 * kChunk), 80u);
   pool.reset();
 
-  // Required: the growth fails with kFailedPrecondition naming the sysctl, the pool keeps what it has.
-  // (The first chunk may have to fall back too on a machine without hugetlb pages, so the
+  // Required: the growth fails with kFailedPrecondition naming the sysctl, the pool keeps what it
+  // has. (The first chunk may have to fall back too on a machine without hugetlb pages, so the
   // required pool starts with none and the fault hits Create itself.)
   o.require_page_size = true;
   Fail(Call::kMapHugetlb, ENOMEM, /*times=*/100);
@@ -348,6 +350,49 @@ TEST_F(FaultTest, MmapFailingDuringGrowthIsAnErrorAndLeavesTheReservationWhole) 
   ASSERT_TRUE(pool->Reserve(3 * kChunk).ok());
   ExpectExactly(*pool, 3, {fake}, before);
   EXPECT_GT(ExpectServes(*pool, {fake}, 3 * kChunk), 120u);
+}
+
+// Binding a chunk to its NUMA node failing (mbind: an injected EINVAL), in a parallel Reserve and
+// in the pool's background grower: reported through the pool, the chunk undone, the rest served.
+TEST_F(FaultTest, BindingToTheNumaNodeFailingInAWorkerIsReportedAndUndone) {
+  auto fake = std::make_shared<CountingDomain>("bound");
+  fake->set_concurrent(true);
+  const std::int64_t before = internal::os::counters().chunk_bytes.load();
+  PoolOptions o = Options({fake});
+  o.numa_node = 0;  // every machine has node 0
+  o.reserve_threads = 2;
+  o.initial_size = kChunk;
+  auto pool = Pool::Create(o).value();
+  ExpectExactly(*pool, 1, {fake}, before);
+  EXPECT_EQ(pool->GetStats().chunks[0].numa_node, 0);
+
+  Fail(Call::kBindNode, EINVAL);
+  const absl::Status s = pool->Reserve(4 * kChunk);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("to NUMA node 0: mbind"));
+  EXPECT_EQ(plan.injected.load(), 1);
+  const std::size_t chunks = pool->GetStats().chunks.size();
+  EXPECT_LT(chunks, 4u);
+  ExpectExactly(*pool, chunks, {fake}, before);
+  EXPECT_EQ(pool->GetStats().growth_failures, 1u);
+
+  // The background grower meets the same failure: counted and kept, and it recovers.
+  pool.reset();
+  o.low_watermark = 2 * kChunk;
+  o.reserve_threads = 1;
+  pool = Pool::Create(o).value();
+  Fail(Call::kBindNode, EINVAL);
+  Block b = pool->Allocate(kChunk / 2);  // leaves less room than the watermark
+  ASSERT_TRUE(b);
+  for (int i = 0; i < 1000 && pool->GetStats().chunks.size() < 2; ++i) usleep(2000);
+  EXPECT_EQ(plan.injected.load(), 1);
+  EXPECT_GE(pool->GetStats().growth_failures, 1u);
+  EXPECT_THAT(std::string(pool->last_growth_error().message()), HasSubstr("mbind"));
+  EXPECT_GE(pool->GetStats().chunks.size(), 2u) << "the grower did not retry";
+  pool->Deallocate(b);
+  pool.reset();
+  EXPECT_EQ(fake->live_registrations(), 0u);
+  EXPECT_EQ(internal::os::counters().chunk_bytes.load(), before);
 }
 
 TEST_F(FaultTest, ReservingTheAddressRangeFailingFailsCreateAndLeavesNothing) {

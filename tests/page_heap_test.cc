@@ -76,6 +76,30 @@ TEST(PageHeapTest, FreedSpansMergeBackIntoWholeChunks) {
   EXPECT_EQ(f.source.given(), 2u);
 }
 
+TEST(PageHeapTest, ReleasesOnlyWholeFreeChunksAndTakesThemBackLater) {
+  Fixture f;
+  Span* a = f.heap.Allocate(kPages, kFirstLargeClass, kPageSize, true);
+  Span* b = f.heap.Allocate(kPages, kFirstLargeClass, kPageSize, true);
+  Span* c = f.heap.Allocate(3, kFirstLargeClass, kPageSize, true);  // a third chunk, partly used
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(f.source.given(), 3u);
+  EXPECT_EQ(f.heap.ReleaseIdleChunks(), 0u) << "every chunk holds a block";
+  f.heap.Free(a);
+  f.heap.Free(b);
+  EXPECT_EQ(f.heap.ReleaseIdleChunks(), 2u);
+  EXPECT_EQ(f.source.returns(), 2u);
+  f.heap.Verify();
+  PageHeap::Counts counts = f.heap.GetCounts();
+  EXPECT_EQ(counts.chunks, 1u);
+  EXPECT_EQ(counts.free_pages, kPages - 3) << "the released chunks' pages are gone";
+  // Growing again takes the returned chunks back before any new one.
+  EXPECT_NE(f.heap.Allocate(kPages, kFirstLargeClass, kPageSize, true), nullptr);
+  EXPECT_NE(f.heap.Allocate(kPages, kFirstLargeClass, kPageSize, true), nullptr);
+  EXPECT_EQ(f.source.given(), 3u);
+  f.heap.Verify();
+  EXPECT_EQ(f.heap.GetCounts().chunks, 3u);
+}
+
 TEST(PageHeapTest, RandomSpansStayInsideOneChunkAndNeverOverlap) {
   Fixture f(8);
   std::mt19937_64 rng(7);

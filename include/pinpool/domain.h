@@ -6,8 +6,12 @@
 //    registers all of it and returns its keys, or registers nothing and returns an error saying
 //    what limit was hit and how to fix it.
 //  - Deregister() undoes exactly one successful Register(); it cannot fail.
-//  - Neither is ever called on the allocation fast path. Calls for one pool are serialized; a
-//    domain shared by several pools must be safe to call from several threads.
+//  - Neither is ever called on the allocation fast path. A domain shared by several pools must
+//    be safe to call from several threads. Calls for one pool are serialized unless
+//    concurrent_registration() says they need not be: then a pool registers several chunks with
+//    it at once (parallel Reserve, background growth).
+//  - numa_node() names the NUMA node of the device behind the domain, when it has one: pools
+//    place their chunks there by default (PoolOptions::numa_node).
 //  - pinning() says truthfully what Register does to the pages (pinpool/keys.h: Pinning). The
 //    pool checks RLIMIT_MEMLOCK headroom against the counter that kind grows (VmPin for
 //    long-term pins, VmLck for mlock) and reports the pool's pinned and locked bytes by it.
@@ -36,6 +40,11 @@ class PINPOOL_EXPORT Domain {
 
   virtual absl::StatusOr<Keys> Register(void* base, std::size_t length) = 0;
   virtual void Deregister(const Keys& keys) noexcept = 0;
+
+  // True when Register and Deregister may run for several chunks of one pool at once.
+  virtual bool concurrent_registration() const noexcept { return false; }
+  // The NUMA node of the device this domain registers with; -1 when it has none or it is unknown.
+  virtual int numa_node() const noexcept { return -1; }
 };
 
 // Long-term pinned host memory: the default when a pool names no domain. Each chunk is pinned

@@ -16,6 +16,11 @@ inline constexpr std::size_t kKiB = std::size_t{1} << 10;
 inline constexpr std::size_t kMiB = std::size_t{1} << 20;
 inline constexpr std::size_t kGiB = std::size_t{1} << 30;
 
+// PoolOptions::numa_node: the node of the pool's RDMA device (the first domain that reports one),
+// or no placement when no domain does; or no placement at all.
+inline constexpr int kDeviceNumaNode = -1;
+inline constexpr int kNoNumaNode = -2;
+
 struct PoolOptions {
   // Largest page size to try. Chunks fall back 1G -> 2M -> transparent -> 4K (skipping sizes
   // larger than a chunk) unless require_page_size is set, in which case anything less fails.
@@ -47,6 +52,33 @@ struct PoolOptions {
   // sized free naming more bytes than the block has abort naming the pointer; destroying the
   // pool with live blocks prints a warning that counts them. See docs/robustness.md.
   bool debug_checks = false;
+
+  // Growth off the allocation path (docs/growth.md). When the room in mapped chunks that no
+  // allocation has taken yet (counting chunks being added) falls below low_watermark bytes,
+  // chunks are added in the background: by a pool-owned thread when grow_in_background is set,
+  // and whenever the application calls Pool::Replenish (from its own event loop). An allocation
+  // that outruns them waits for the chunk in flight, never for a lock held across another
+  // chunk's registration. 0: off (a thread that finds no room grows the pool itself).
+  std::size_t low_watermark = 0;
+  bool grow_in_background = true;
+
+  // Trim policy: every trim_interval_ms milliseconds (0: never) the pool's thread calls
+  // Pool::Trim(trim_floor): idle chunks above the floor are given back (deregistered, unmapped).
+  std::size_t trim_floor = 0;
+  unsigned trim_interval_ms = 0;
+
+  // Threads Reserve (and Create, for initial_size) maps, populates and registers chunks on, each
+  // domain's registrations in parallel when it allows (Domain::concurrent_registration). 0: one
+  // per CPU of the NUMA node (of the machine without one), at most one per chunk.
+  unsigned reserve_threads = 0;
+
+  // NUMA node every chunk is bound to before its first touch (and populated from, by the
+  // pool's threads: Reserve's workers and the grower run on that node's CPUs); placement is
+  // verified from the kernel (move_pages) and reported per chunk in stats. kDeviceNumaNode: the
+  // node of the RDMA device the pool registers with (sysfs), none when unknown; kNoNumaNode:
+  // wherever the kernel puts pages. A node that is not online fails Create (kInvalidArgument);
+  // hugetlb pages must be reserved on that node (the message says how).
+  int numa_node = kDeviceNumaNode;
 
   // Where chunks are registered, in this order (Block::keys(d) is domains[d]). Empty means one
   // long-term pin domain (MakeLongTermPinDomain: physical addresses fixed, no keys), or

@@ -11,7 +11,10 @@
 // Thread safety: Allocate, Deallocate, Reallocate, Lookup and UsableSize may be called from any
 // thread at once; a block may be freed by a thread other than the one that allocated it. They
 // make no system call and no registration once the pool has the chunks it needs. Growth (when
-// the chunks are full) takes a lock. Destroying the pool while other threads use it is a bug.
+// the chunks are full) maps and registers a chunk with no lock held: with a low watermark it
+// happens in the background (PoolOptions::low_watermark, Replenish); otherwise the allocation
+// that finds no room does it, and one that finds another chunk being added waits for that chunk
+// only (docs/growth.md). Destroying the pool while other threads use it is a bug.
 //
 // Errors: Create and Reserve return a Status saying which limit was hit and what to change. The
 // allocation path never throws: it returns an empty Block, and last_growth_error() says why.
@@ -100,10 +103,31 @@ class PINPOOL_EXPORT Pool {
   // checks it); 0 for null.
   std::size_t UsableSize(const void* data) const noexcept;
 
-  // Maps and registers chunks until at least `bytes` are mapped (setup-time growth).
+  // Maps and registers chunks until at least `bytes` are mapped (setup-time growth), on up to
+  // PoolOptions::reserve_threads threads at once. Chunks added before a failure stay.
   absl::Status Reserve(std::size_t bytes);
-  // Why the last growth failed (OK if none did).
+  // Why the last growth failed (OK if none did), whichever thread grew: an allocation, Reserve,
+  // the background grower or Replenish.
   absl::Status last_growth_error() const;
+
+  // Growth off the allocation path, for an application that keeps the low watermark from its own
+  // event loop (PoolOptions::low_watermark): NeedsReplenish is a few relaxed loads (no lock, no
+  // system call), true when the room left is below the watermark and the budget allows more;
+  // Replenish adds chunks on the calling thread until the watermark is met, at most
+  // `max_chunks` of them (each one maps, populates and registers a chunk: milliseconds), and
+  // returns the first failure (also in last_growth_error()). OK when nothing was needed.
+  bool NeedsReplenish() const noexcept;
+  absl::Status Replenish(std::size_t max_chunks = SIZE_MAX);
+
+  // Gives whole idle chunks back (deregistered from every domain, unmapped) while more than
+  // `floor_bytes` stay mapped, never leaving less room than the low watermark. A chunk is idle
+  // when no live block lies in it and no grant can reach it (a block freed while granted is held
+  // until its revocation completes, and keeps its chunk). Drains every thread's cache first
+  // (the same handshake a failing allocation uses), so call it from a quiet moment, not per
+  // request. Returns the bytes given back; registered bytes, VmPin/VmLck and the mapping count go
+  // down with them. The pool grows again on demand afterwards. PoolOptions::trim_interval does
+  // it periodically.
+  std::size_t Trim(std::size_t floor_bytes = 0);
 
   PoolStats GetStats() const;
   const PoolOptions& options() const noexcept;
@@ -121,6 +145,8 @@ class PINPOOL_EXPORT Pool {
   PINPOOL_NO_EXPORT void DeallocateSlow(void* data, std::size_t size) noexcept;
   // Aborts, naming `what`, if the pool has been destroyed (and its memory not yet reused).
   PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
+  // The grower thread (low watermark) and the trim policy, as the options ask (pool/growth.cc).
+  PINPOOL_NO_EXPORT void StartBackgroundWork();
 
   static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
   static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"

@@ -34,6 +34,9 @@ struct ChunkStats {
   // keys[d]: domain d's registration of this chunk (PoolStats::domains[d]); the fields its kind
   // does not use are zero. Keys::handle is the domain's own object, not for printing.
   std::vector<Keys> keys;
+  // The NUMA node the kernel reports for every sampled page (move_pages), when the pool binds
+  // chunks to a node; -1 when it does not, or no page is in memory yet.
+  int numa_node = -1;
 };
 
 // `bytes` as pinpool prints sizes ("64 MiB", "1.5 KiB", "17 B"), for messages and reports.
@@ -63,6 +66,24 @@ struct GrantStats {
   std::uint64_t window_growth_allocations = 0;  // of which on the grant path (a pool ran short)
 };
 
+// Growth, start-up, trim and placement (PoolOptions::low_watermark, reserve_threads, numa_node;
+// Pool::Replenish, Pool::Trim).
+struct GrowthStats {
+  std::size_t low_watermark = 0;
+  std::size_t room_bytes = 0;            // in mapped chunks, not yet taken by any allocation
+  std::size_t chunks_growing = 0;        // being mapped and registered now
+  std::uint64_t background_growths = 0;  // chunks the grower thread or Replenish added
+  std::uint64_t allocation_growths = 0;  // chunks added because an allocation found no room
+  std::uint64_t growth_waits = 0;        // allocations that waited for a chunk in flight
+  std::uint64_t trims = 0;               // chunks given back (Trim)
+  std::uint64_t trimmed_bytes = 0;
+  // Seconds from Create to its first chunk, and to initial_size mapped (time to first block
+  // vs time to full); -1 until it happens.
+  double seconds_to_first_chunk = -1;
+  double seconds_to_initial_size = -1;
+  int numa_node = -1;  // the node chunks are bound to; -1: none
+};
+
 struct PINPOOL_EXPORT PoolStats {
   std::size_t reserved_bytes = 0;  // virtual address range set aside (no memory behind it)
   std::size_t mapped_bytes = 0;    // chunks mapped
@@ -82,7 +103,7 @@ struct PINPOOL_EXPORT PoolStats {
   std::size_t thread_cache_limit_bytes = 0;    // the most one thread's cache holds (0: no caches)
   std::size_t transfer_cache_limit_bytes = 0;  // the most the transfer stacks hold together
   std::uint64_t cache_drains = 0;              // times every cache was drained for an allocation
-  std::uint64_t growths = 0;                   // chunks added
+  std::uint64_t growths = 0;                   // chunks added, ever (trimmed ones too)
   std::uint64_t growth_failures = 0;           // attempts to add a chunk that failed
   std::size_t memlock_limit = 0;               // RLIMIT_MEMLOCK soft limit; SIZE_MAX when unlimited
   // The whole process's counters now, all pools and anything else in it: VmPin (long-term pins:
@@ -93,6 +114,7 @@ struct PINPOOL_EXPORT PoolStats {
   std::vector<ChunkStats> chunks;
   std::vector<DomainStats> domains;
   GrantStats grants;
+  GrowthStats growth;
 
   // Derived figures (computed from the fields above, nothing more is measured):
   // RLIMIT_MEMLOCK headroom, for each counter the kernel checks against it on its own: the limit

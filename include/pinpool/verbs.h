@@ -130,6 +130,11 @@ class PINPOOL_EXPORT VerbsDomain final : public Domain {
   // ibv_dereg_mr. A failure (a memory window still bound to the region) is reported on stderr
   // and counted; the pages then stay pinned until the process exits.
   void Deregister(const Keys& keys) noexcept override;
+  // ibv_reg_mr and ibv_dereg_mr are thread-safe: a pool registers several chunks at once.
+  bool concurrent_registration() const noexcept override { return true; }
+  // The device's NUMA node from sysfs: its own numa_node, or for a software device (rxe) that of
+  // the first ancestor of the network device it sits on that has one; -1 when none is known.
+  int numa_node() const noexcept override { return numa_node_; }
 
   ibv_context* context() const noexcept { return context_; }
   ibv_pd* pd() const noexcept { return pd_; }
@@ -159,6 +164,7 @@ class PINPOOL_EXPORT VerbsDomain final : public Domain {
   const VerbsAccess access_;
   const std::uint64_t max_mr_size_;
   const std::uint32_t max_mr_;  // the device's limit on regions, for error messages
+  const int numa_node_;
   std::atomic<std::uint64_t> live_{0};
   std::atomic<std::uint64_t> total_{0};
   std::atomic<std::uint64_t> failed_deregs_{0};

@@ -1,5 +1,9 @@
+// The arena's chunks and their growth: claim a slot, build the chunk with no lock held, publish
+// it (arena.h has the contract). Reserve's parallel workers live here too; the background grower
+// and Replenish are in growth.cc, trim in trim.cc.
 #include "arena/arena.h"
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <utility>
@@ -21,7 +25,8 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
 
 absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(ArenaConfig config) {
   PINPOOL_DCHECK(IsPowerOfTwo(config.chunk_size) && config.max_chunks >= 1 &&
-                 !config.domains.empty() && config.domains.size() <= kMaxDomains);
+                 !config.domains.empty() && config.domains.size() <= kMaxDomains &&
+                 config.reserve_threads >= 1);
   PINPOOL_ASSIGN_OR_RETURN(os::Range range,
                            os::Reserve(config.max_chunks * config.chunk_size, config.chunk_size));
   return std::unique_ptr<Arena>(new Arena(std::move(config), range));
@@ -35,6 +40,11 @@ Arena::Arena(ArenaConfig config, os::Range range)
       max_chunks_(config_.max_chunks),
       table_(new std::atomic<std::uintptr_t>[max_chunks_]),
       carved_end_(new std::atomic<std::size_t>[max_chunks_]),
+      domain_mu_(new Mutex[config_.domains.size()]),
+      slots_(max_chunks_, Slot::kEmpty),
+      chunks_(max_chunks_),
+      carved_(max_chunks_, 0),
+      placements_(max_chunks_),
       domain_counters_(config_.domains.size()) {
   for (std::size_t d = 0; d < config_.domains.size(); ++d) {
     domain_counters_[d].name = config_.domains[d]->name();
@@ -45,18 +55,23 @@ Arena::Arena(ArenaConfig config, os::Range range)
     table_[i].store(kSlowFreeTag, std::memory_order_relaxed);
     carved_end_[i].store(0, std::memory_order_relaxed);
   }
-  chunks_.reserve(max_chunks_);
 }
 
 Arena::~Arena() {
+  StopGrower();
   MutexLock lock(&mu_);
-  for (auto it = chunks_.rbegin(); it != chunks_.rend(); ++it) {
-    ChunkInfo& c = **it;
+  // Nobody else may use a destroyed arena, but a Reserve worker or an allocation could still be
+  // building a chunk if the pool was destroyed under it (a bug): wait for them rather than unmap
+  // under a registration.
+  while (growing_ != 0 || trimming_ != 0) chunk_done_.Wait(&mu_);
+  std::size_t chunk_bytes = 0;
+  for (std::size_t i = slots_used_; i-- > 0;) {
+    if (slots_[i] != Slot::kReady) continue;
+    ChunkInfo& c = *chunks_[i];
     table_[c.index].store(kSlowFreeTag, std::memory_order_release);
     for (std::size_t d = c.domain_count; d-- > 0;) config_.domains[d]->Deregister(c.keys[d]);
+    chunk_bytes += c.size;
   }
-  const std::size_t chunk_bytes = chunks_.size() * config_.chunk_size;
-  chunks_.clear();
   os::Release(range_, chunk_bytes);  // unmaps every chunk with the reservation
 }
 
@@ -66,68 +81,164 @@ std::size_t Arena::DomainsThatPin(Pinning kind) const noexcept {
   return n;
 }
 
-absl::Status Arena::RegisterLocked(ChunkInfo& c) {
+double Arena::SecondsSinceCreation() const { return SecondsSince(created_); }
+
+absl::StatusOr<std::uint32_t> Arena::ClaimLocked() {
+  const std::size_t size = config_.chunk_size;
+  const std::size_t taken = ready_ + growing_ + trimming_;
+  if (taken >= max_chunks_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the pool's budget of %s is used up (%d chunks of %s): raise PoolOptions::budget",
+        FormatBytes(max_chunks_ * size), taken, FormatBytes(size)));
+  }
+  // Each long-term pin of the chunk adds to VmPin (two pinning domains pin it twice); mlock adds
+  // to VmLck once, however many domains lock it. Chunks still in flight are not in VmPin or VmLck
+  // yet: count them too, so that parallel growth cannot overshoot the limit together.
+  const std::size_t pin = size * DomainsThatPin(Pinning::kLongTerm);
+  const std::size_t lock = DomainsThatPin(Pinning::kResident) != 0 ? size : 0;
+  if (pin != 0 || lock != 0) {
+    PINPOOL_RETURN_IF_ERROR(
+        CheckMemlockHeadroom(pin * (growing_ + 1), lock * (growing_ + 1), os::QueryMemlock()));
+  }
+  std::uint32_t index = 0;
+  while (slots_[index] != Slot::kEmpty) ++index;  // one is empty: taken < max_chunks_
+  slots_[index] = Slot::kGrowing;
+  ++growing_;
+  growing_now_.store(growing_, std::memory_order_relaxed);
+  slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+  slots_used_ = std::max<std::size_t>(slots_used_, index + 1);
+  return index;
+}
+
+absl::Status Arena::RegisterAll(ChunkInfo& c, double* seconds) {
   for (std::size_t d = 0; d < config_.domains.size(); ++d) {
+    Domain& domain = *config_.domains[d];
     const auto t0 = std::chrono::steady_clock::now();
-    absl::StatusOr<Keys> keys =
-        config_.domains[d]->Register(reinterpret_cast<void*>(c.base), c.size);
-    const double seconds = SecondsSince(t0);
+    absl::StatusOr<Keys> keys;
+    if (domain.concurrent_registration()) {
+      keys = domain.Register(reinterpret_cast<void*>(c.base), c.size);
+    } else {
+      MutexLock serial(&domain_mu_[d]);
+      keys = domain.Register(reinterpret_cast<void*>(c.base), c.size);
+    }
+    seconds[d] = SecondsSince(t0);
     if (!keys.ok()) {
       for (std::size_t undo = d; undo-- > 0;) {
-        config_.domains[undo]->Deregister(c.keys[undo]);
-        domain_counters_[undo].registered_bytes -= c.size;
+        if (config_.domains[undo]->concurrent_registration()) {
+          config_.domains[undo]->Deregister(c.keys[undo]);
+        } else {
+          MutexLock serial(&domain_mu_[undo]);
+          config_.domains[undo]->Deregister(c.keys[undo]);
+        }
       }
       c.domain_count = 0;
       return absl::Status(
           keys.status().code(),
           absl::StrFormat("registering a %s chunk with domain %d (%s): %s", FormatBytes(c.size), d,
-                          config_.domains[d]->name(), keys.status().message()));
+                          domain.name(), keys.status().message()));
     }
     c.keys[d] = *keys;
     c.domain_count = static_cast<std::uint32_t>(d + 1);
-    ArenaStats::DomainCounters& dc = domain_counters_[d];
-    ++dc.registrations;
-    dc.registered_bytes += c.size;
-    dc.seconds += seconds;
-    if (seconds > dc.max_seconds) dc.max_seconds = seconds;
   }
   return absl::OkStatus();
 }
 
-absl::Status Arena::GrowLocked() {
+absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
   const std::size_t size = config_.chunk_size;
-  if (chunks_.size() >= max_chunks_) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "the pool's budget of %s is used up (%d chunks of %s): raise PoolOptions::budget",
-        FormatBytes(max_chunks_ * size), chunks_.size(), FormatBytes(size)));
-  }
-  // Each long-term pin of the chunk adds to VmPin (two pinning domains pin it twice); mlock adds
-  // to VmLck once, however many domains lock it.
-  const std::size_t pin = size * DomainsThatPin(Pinning::kLongTerm);
-  const std::size_t lock = DomainsThatPin(Pinning::kResident) != 0 ? size : 0;
-  if (pin != 0 || lock != 0) {
-    PINPOOL_RETURN_IF_ERROR(CheckMemlockHeadroom(pin, lock, os::QueryMemlock()));
-  }
-
-  auto chunk = std::make_unique<ChunkInfo>();
-  chunk->index = static_cast<std::uint32_t>(chunks_.size());
-  chunk->base = base_ + std::uintptr_t{chunk->index} * size;
-  chunk->size = size;
-  void* at = reinterpret_cast<void*>(chunk->base);
-  PINPOOL_ASSIGN_OR_RETURN(
-      os::MappedChunk mapped,
-      os::MapChunk(at, size, config_.page_size, config_.require_page_size, config_.populate));
-  chunk->page_size = mapped.page_size;
-  chunk->huge_bytes = mapped.huge_bytes;
-  if (absl::Status s = RegisterLocked(*chunk); !s.ok()) {
+  Built built;
+  built.chunk = std::make_unique<ChunkInfo>();
+  ChunkInfo& c = *built.chunk;
+  c.index = index;
+  c.base = base_ + std::uintptr_t{index} * size;
+  c.size = size;
+  void* at = reinterpret_cast<void*>(c.base);
+  PINPOOL_ASSIGN_OR_RETURN(os::MappedChunk mapped,
+                           os::MapChunk(at, size, config_.page_size, config_.require_page_size,
+                                        config_.populate, config_.numa_node));
+  c.page_size = mapped.page_size;
+  c.huge_bytes = mapped.huge_bytes;
+  if (absl::Status s = RegisterAll(c, built.seconds); !s.ok()) {
     os::UnmapChunk(at, size);
     return s;
   }
-  table_[chunk->index].store(reinterpret_cast<std::uintptr_t>(chunk.get()),
-                             std::memory_order_release);
-  chunks_.push_back(std::move(chunk));
-  carved_.push_back(0);
+  if (config_.numa_node >= 0) {
+    // Verified after registration: a pinning domain has faulted every page in by now, even
+    // unpopulated. A page elsewhere would mean the binding did not hold: refuse the chunk.
+    absl::StatusOr<os::NodePlacement> p = os::QueryPlacement(at, size, PageBytes(c.page_size));
+    absl::Status bad;
+    if (!p.ok()) {
+      bad = p.status();
+    } else {
+      built.placement = {p->node, p->sampled, p->on_node, p->not_present};
+      if (p->sampled != p->not_present && p->node != config_.numa_node) {
+        bad = absl::InternalError(absl::StrFormat(
+            "a %s chunk bound to NUMA node %d has %d of %d sampled pages elsewhere (move_pages)",
+            FormatBytes(size), config_.numa_node, p->sampled - p->not_present - p->on_node,
+            p->sampled - p->not_present));
+      }
+    }
+    if (!bad.ok()) {
+      for (std::size_t d = c.domain_count; d-- > 0;) {
+        MutexLock serial(&domain_mu_[d]);
+        config_.domains[d]->Deregister(c.keys[d]);
+      }
+      os::UnmapChunk(at, size);
+      return bad;
+    }
+  }
+  return built;
+}
+
+absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> built, Why why) {
+  PINPOOL_DCHECK(slots_[index] == Slot::kGrowing);
+  --growing_;
+  growing_now_.store(growing_, std::memory_order_relaxed);
+  chunk_done_.NotifyAll();
+  if (!built.ok()) {
+    slots_[index] = Slot::kEmpty;
+    slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+    ++growth_failures_;
+    last_growth_error_ = built.status();
+    return built.status();
+  }
+  ChunkInfo* c = built->chunk.get();
+  for (std::size_t d = 0; d < c->domain_count; ++d) {
+    ArenaStats::DomainCounters& dc = domain_counters_[d];
+    ++dc.registrations;
+    dc.registered_bytes += c->size;
+    dc.seconds += built->seconds[d];
+    dc.max_seconds = std::max(dc.max_seconds, built->seconds[d]);
+  }
+  chunks_[index] = std::move(built->chunk);
+  placements_[index] = built->placement;
+  carved_[index] = 0;
+  carved_end_[index].store(0, std::memory_order_release);
+  slots_[index] = Slot::kReady;
+  ++ready_;
+  uncarved_ += c->size;
+  uncarved_now_.store(uncarved_, std::memory_order_relaxed);
+  slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+  table_[index].store(reinterpret_cast<std::uintptr_t>(c), std::memory_order_release);
+  if (why == Why::kBackground) ++background_growths_;
+  if (why == Why::kAllocation) ++allocation_growths_;
+  if (seconds_to_first_chunk_ < 0) seconds_to_first_chunk_ = SecondsSinceCreation();
+  if (seconds_to_startup_target_ < 0 && ready_ * config_.chunk_size >= startup_target_) {
+    seconds_to_startup_target_ = SecondsSinceCreation();
+  }
   return absl::OkStatus();
+}
+
+absl::Status Arena::GrowOne(Why why) {
+  absl::StatusOr<std::uint32_t> index = ClaimLocked();
+  if (!index.ok()) {
+    ++growth_failures_;
+    last_growth_error_ = index.status();
+    return index.status();
+  }
+  mu_.Unlock();
+  absl::StatusOr<Built> built = Build(*index);
+  mu_.Lock();
+  return PublishLocked(*index, std::move(built), why);
 }
 
 void Arena::SetGranted(const void* p, bool granted) noexcept {
@@ -140,46 +251,141 @@ void Arena::SetGranted(const void* p, bool granted) noexcept {
   }
 }
 
+void* Arena::CarveLocked(std::size_t size, std::size_t alignment) {
+  for (std::size_t i = 0; i < slots_used_; ++i) {
+    if (slots_[i] != Slot::kReady) continue;
+    const ChunkInfo& c = *chunks_[i];
+    const std::uintptr_t end = c.base + c.size;
+    const std::uintptr_t start = (c.base + carved_[i] + alignment - 1) & ~(alignment - 1);
+    if (start <= end && size <= end - start) {
+      const std::size_t new_carved = start + size - c.base;
+      uncarved_ -= new_carved - carved_[i];
+      uncarved_now_.store(uncarved_, std::memory_order_relaxed);
+      carved_[i] = new_carved;
+      carved_end_[i].store(carved_[i], std::memory_order_release);
+      return reinterpret_cast<void*>(start);
+    }
+  }
+  return nullptr;
+}
+
 void* Arena::Carve(std::size_t size, std::size_t alignment) {
   if (size == 0 || size > config_.chunk_size || !IsPowerOfTwo(alignment) ||
       alignment > config_.chunk_size) {
     return nullptr;
   }
   MutexLock lock(&mu_);
-  for (std::size_t i = 0;; ++i) {
-    if (i == chunks_.size()) {
-      if (absl::Status s = GrowLocked(); !s.ok()) {
-        ++growth_failures_;
-        last_growth_error_ = std::move(s);
-        return nullptr;
-      }
+  for (bool waited = false;;) {
+    if (void* p = CarveLocked(size, alignment)) {
+      if (BelowWatermarkLocked()) grower_wake_.NotifyAll();
+      return p;
     }
-    const ChunkInfo& c = *chunks_[i];
-    const std::uintptr_t end = c.base + c.size;
-    const std::uintptr_t start = (c.base + carved_[i] + alignment - 1) & ~(alignment - 1);
-    if (start <= end && size <= end - start) {
-      carved_[i] = start + size - c.base;
-      carved_end_[i].store(carved_[i], std::memory_order_release);
-      return reinterpret_cast<void*>(start);
+    if (growing_ != 0) {
+      // A chunk is in flight (the grower's, a Reserve worker's, another allocation's): wait for
+      // it rather than start one more. Its failure wakes us too; then we grow ourselves.
+      if (!waited) ++growth_waits_;
+      waited = true;
+      chunk_done_.Wait(&mu_);
+      continue;
     }
+    if (!GrowOne(Why::kAllocation).ok()) return nullptr;
   }
 }
 
-absl::Status Arena::Reserve(std::size_t bytes) {
+void Arena::ReturnChunk(const void* chunk_base) {
   MutexLock lock(&mu_);
-  while (chunks_.size() * config_.chunk_size < bytes) {
-    if (absl::Status s = GrowLocked(); !s.ok()) {
-      ++growth_failures_;
-      last_growth_error_ = s;
-      return s;
+  const std::uintptr_t index =
+      (reinterpret_cast<std::uintptr_t>(chunk_base) - base_) >> chunk_shift_;
+  PINPOOL_CHECK(index < max_chunks_ && slots_[index] == Slot::kReady,
+                "ReturnChunk(%p): not a ready chunk of this arena", chunk_base);
+  uncarved_ += carved_[index];
+  uncarved_now_.store(uncarved_, std::memory_order_relaxed);
+  carved_[index] = 0;
+  carved_end_[index].store(0, std::memory_order_release);
+}
+
+absl::Status Arena::Reserve(std::size_t bytes) {
+  const std::size_t want = (bytes + config_.chunk_size - 1) / config_.chunk_size;
+  MutexLock lock(&mu_);
+  for (;;) {
+    if (ready_ >= want) return absl::OkStatus();
+    if (ready_ + growing_ >= want) {
+      chunk_done_.Wait(&mu_);  // others are building the rest; a failure of theirs loops again
+      continue;
+    }
+    // Claim what is missing, then build it on up to reserve_threads workers.
+    std::vector<std::uint32_t> claimed;
+    absl::Status claim_error;
+    while (ready_ + growing_ < want) {
+      absl::StatusOr<std::uint32_t> index = ClaimLocked();
+      if (!index.ok()) {
+        claim_error = index.status();
+        break;
+      }
+      claimed.push_back(*index);
+    }
+    // Workers take claimed slots in order; after a failure none takes another (the rest are
+    // released unbuilt), so a failing Reserve stops as soon as it can.
+    std::vector<absl::Status> errors;
+    std::size_t added = 0;
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> failed{false};
+    const auto work = [&](bool on_node) {
+      if (on_node && config_.numa_node >= 0) os::RunOnNodeCpus(config_.numa_node);
+      for (std::size_t i; !failed.load() && (i = next.fetch_add(1)) < claimed.size();) {
+        absl::StatusOr<Built> built = Build(claimed[i]);
+        MutexLock relock(&mu_);
+        if (absl::Status s = PublishLocked(claimed[i], std::move(built), Why::kReserve); s.ok()) {
+          ++added;
+        } else {
+          errors.push_back(s);
+          failed.store(true);
+        }
+      }
+    };
+    const std::size_t workers = std::min<std::size_t>(config_.reserve_threads, claimed.size());
+    mu_.Unlock();
+    if (workers <= 1) {
+      work(false);  // the caller's thread, whose affinity is the caller's business
+    } else {
+      std::vector<std::thread> threads;
+      for (std::size_t t = 0; t < workers; ++t) threads.emplace_back(work, true);
+      for (std::thread& t : threads) t.join();
+    }
+    mu_.Lock();
+    for (std::size_t i = std::min(next.load(), claimed.size()); i < claimed.size(); ++i) {
+      slots_[claimed[i]] = Slot::kEmpty;  // claimed, never built
+      --growing_;
+    }
+    growing_now_.store(growing_, std::memory_order_relaxed);
+    slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+    chunk_done_.NotifyAll();
+    if (!claim_error.ok()) {
+      ++growth_failures_;  // PublishLocked counted the others
+      last_growth_error_ = claim_error;
+      errors.push_back(claim_error);
+    }
+    if (!errors.empty()) {
+      return absl::Status(
+          errors.front().code(),
+          absl::StrFormat("Reserve(%s): %d chunk(s) added, %s mapped now, then: %s",
+                          FormatBytes(bytes), added, FormatBytes(ready_ * config_.chunk_size),
+                          errors.front().message()));
     }
   }
-  return absl::OkStatus();
 }
 
 absl::Status Arena::last_growth_error() const {
   MutexLock lock(&mu_);
   return last_growth_error_;
+}
+
+void Arena::SetStartupTarget(std::size_t bytes) {
+  MutexLock lock(&mu_);
+  startup_target_ = bytes;
+  if (ready_ * config_.chunk_size >= bytes && seconds_to_startup_target_ < 0) {
+    seconds_to_startup_target_ = SecondsSinceCreation();
+  }
 }
 
 ArenaStats Arena::Stats() const {
@@ -189,11 +395,26 @@ ArenaStats Arena::Stats() const {
   s.chunk_size = config_.chunk_size;
   s.max_chunks = max_chunks_;
   s.growth_failures = growth_failures_;
-  const std::size_t mapped = chunks_.size() * config_.chunk_size;
+  s.chunks_growing = growing_;
+  s.uncarved_bytes = uncarved_;
+  s.low_watermark = config_.low_watermark;
+  s.background_growths = background_growths_;
+  s.allocation_growths = allocation_growths_;
+  s.growth_waits = growth_waits_;
+  s.trims = trims_;
+  s.trimmed_bytes = trimmed_bytes_;
+  s.seconds_to_first_chunk = seconds_to_first_chunk_;
+  s.seconds_to_startup_target = seconds_to_startup_target_;
+  s.numa_node = config_.numa_node;
+  const std::size_t mapped = ready_ * config_.chunk_size;
   s.pinned_bytes = DomainsThatPin(Pinning::kLongTerm) != 0 ? mapped : 0;
   s.locked_bytes = DomainsThatPin(Pinning::kResident) != 0 ? mapped : 0;
-  s.chunks.reserve(chunks_.size());
-  for (const auto& c : chunks_) s.chunks.push_back(*c);
+  s.chunks.reserve(ready_);
+  for (std::size_t i = 0; i < slots_used_; ++i) {
+    if (slots_[i] != Slot::kReady) continue;
+    s.chunks.push_back(*chunks_[i]);
+    s.placements.push_back(placements_[i]);
+  }
   s.domains = domain_counters_;
   return s;
 }

@@ -2,32 +2,48 @@
 //
 // At creation it reserves one virtual range of budget bytes aligned to the chunk size, so that
 // `address -> chunk -> keys` is a subtraction, a shift and one acquire load (ChunkOf), with no
-// lock. It grows a whole chunk at a time: map (os layer), register with every domain in order,
-// then publish the ChunkInfo; a failure at any step undoes the earlier ones, so no chunk is ever
-// half-registered. Chunks stay mapped and registered until the arena is destroyed. It knows its
-// own configuration (ArenaConfig) and reports its own figures (ArenaStats); the pool validates
-// the user's options and turns these into its public types.
+// lock. The range is cut into slots, one per chunk of the budget; a slot is empty, growing (a
+// thread is mapping and registering its chunk), ready (published), or trimming (being given
+// back). It knows its own configuration (ArenaConfig) and reports its own figures (ArenaStats);
+// the pool validates the user's options and turns these into its public types.
 //
-// The heap asks for space with Carve(): first fit over the unused tails of the chunks, growing
-// when none fits. Carved space is never taken back, so it is always fresh (zero) memory.
+// Growth of one chunk is three steps: claim a slot under `mu_` (budget and RLIMIT_MEMLOCK
+// checked for it and every chunk already in flight), build it with no lock held (map on the
+// configured NUMA node, populate, register with every domain in order; a failure at any step
+// undoes the earlier ones, so no chunk is ever half-registered), then publish it under `mu_`. So
+// chunks grow in parallel (Reserve's workers, growth.cc's background grower and Replenish, an
+// allocation that finds no room), and nobody ever waits for a lock held across a registration:
+// an allocation that finds no room while a chunk is in flight waits for that chunk (or its
+// failure) on a condition variable, else grows one itself. A failure anywhere is counted and kept
+// in last_growth_error(), whichever thread met it.
+//
+// The heap asks for space with Carve(): first fit over the unused tails of the ready chunks.
+// Carved space is given back only as a whole chunk (ReturnChunk, when the heap holds nothing in
+// it), so it is always fresh (zero) memory. Trim (trim.cc) deregisters and unmaps ready chunks
+// with nothing carved and no granted blocks.
 //
 // The chunk table's entries are the ChunkInfo's address, with bit 0 (kSlowFreeTag) set while the
 // pool has remotely granted blocks in the chunk; an unmapped chunk's entry is the tag alone. So
 // the pool's fast free path needs only the entry it loads anyway, and one bit test, to send
 // every free that needs more (foreign memory, granted blocks: pool/grant_registry.h) to its
-// slow path.
+// slow path. ChunkInfo records are immutable once published and never freed before the arena
+// (a trimmed chunk's record is retired, not deleted), so a lock-free reader racing a trim reads a
+// valid record.
 //
-// Thread safety: ChunkOf/SameChunk/Carved are lock-free and may race with growth. Carve, Reserve
-// and the stats take `mu_`. Published ChunkInfo records are immutable. SetGranted is called
-// under the pool's grant lock.
+// Thread safety: ChunkOf/SameChunk/Carved/BelowWatermark are lock-free and may race with growth
+// and trim. Everything else takes `mu_` (briefly: never across a map or a registration).
+// SetGranted is called under the pool's grant lock.
 #ifndef PINPOOL_ARENA_ARENA_H_
 #define PINPOOL_ARENA_ARENA_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -48,6 +64,9 @@ struct ArenaConfig {
   bool require_page_size = false;
   bool populate = true;
   std::vector<std::shared_ptr<Domain>> domains = {};  // 1 .. kMaxDomains, none null
+  int numa_node = -1;             // bind every chunk to this node before touching it; -1: don't
+  unsigned reserve_threads = 1;   // workers Reserve may use (>= 1)
+  std::size_t low_watermark = 0;  // uncarved bytes below which growth.cc adds chunks; 0: off
 };
 
 // An arena's figures, read under its lock.
@@ -61,12 +80,32 @@ struct ArenaStats {
     double seconds = 0;                  // total time in Register()
     double max_seconds = 0;              // slowest Register()
   };
+  struct Placement {
+    int node = -1;  // verified node of every sampled page; -1 mixed or none present
+    std::size_t sampled = 0;
+    std::size_t on_node = 0;
+    std::size_t not_present = 0;
+  };
   std::size_t reserved_bytes = 0;
   std::size_t chunk_size = 0;
   std::size_t max_chunks = 0;
   std::uint64_t growth_failures = 0;
-  std::size_t pinned_bytes = 0;  // chunks held by a long-term pinning domain
-  std::size_t locked_bytes = 0;  // chunks held by an mlocking domain
+  std::size_t chunks_growing = 0;  // chunks being mapped and registered now
+  std::size_t uncarved_bytes = 0;  // room in ready chunks the heap has not taken
+  std::size_t low_watermark = 0;
+  std::uint64_t background_growths = 0;  // chunks added by the grower thread or Replenish
+  std::uint64_t allocation_growths = 0;  // chunks added because an allocation found no room
+  std::uint64_t growth_waits = 0;        // allocations that waited for a chunk in flight
+  std::uint64_t trims = 0;               // chunks given back
+  std::uint64_t trimmed_bytes = 0;
+  // Seconds from the arena's creation to its first chunk, and to the first moment it held the
+  // size it was asked to reach at start-up (SetStartupTarget); -1 while not reached.
+  double seconds_to_first_chunk = -1;
+  double seconds_to_startup_target = -1;
+  int numa_node = -1;
+  std::vector<Placement> placements;  // placements[i] is chunks[i]'s
+  std::size_t pinned_bytes = 0;       // chunks held by a long-term pinning domain
+  std::size_t locked_bytes = 0;       // chunks held by an mlocking domain
   std::vector<ChunkInfo> chunks;
   std::vector<DomainCounters> domains;
 };
@@ -75,7 +114,7 @@ class Arena {
  public:
   // Reserves the range (kResourceExhausted when the address space is not there).
   static absl::StatusOr<std::unique_ptr<Arena>> Create(ArenaConfig config);
-  ~Arena();
+  ~Arena();  // stops the grower, then deregisters and unmaps every chunk
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
@@ -117,13 +156,44 @@ class Arena {
            carved_end_[off >> chunk_shift_].load(std::memory_order_acquire);
   }
 
-  // `size` bytes aligned to `alignment` inside one chunk, growing if needed; null when it cannot
-  // (then last_growth_error() says why). Never returns the same bytes twice.
+  // `size` bytes aligned to `alignment` inside one chunk, growing if needed (or waiting for a
+  // chunk in flight); null when it cannot (then last_growth_error() says why). Never returns the
+  // same bytes twice.
   void* Carve(std::size_t size, std::size_t alignment);
+  // The heap holds nothing in the ready chunk at `chunk_base` and will not touch it again unless
+  // Carve hands it out anew: its carved space is reset, so Trim may give it back.
+  void ReturnChunk(const void* chunk_base);
 
-  // Grows until at least `bytes` are mapped.
+  // Grows until at least `bytes` are mapped, building up to reserve_threads chunks at once (each
+  // worker on the NUMA node's CPUs). Chunks built before a failure stay; the error says how many
+  // of those asked for were added.
   absl::Status Reserve(std::size_t bytes);
   absl::Status last_growth_error() const;
+  // The mapped size start-up aims at (Create's initial size), for seconds_to_startup_target.
+  void SetStartupTarget(std::size_t bytes);
+
+  // Growth off the allocation path (growth.cc). True when the room no allocation has taken yet,
+  // counting chunks in flight, is below the low watermark and the budget has room. Lock-free.
+  bool BelowWatermark() const noexcept;
+  // Adds chunks on the calling thread while below the watermark, at most `max_chunks`: the
+  // application's event loop calls it (Pool::Replenish). OK when none was needed.
+  absl::Status Replenish(std::size_t max_chunks);
+  // Starts and stops the pool-owned grower thread, which sleeps until an allocation takes the
+  // room below the watermark, then adds chunks until it is met (backing off after a failure).
+  // With `every` > 0 it also runs `periodic` (the pool's trim policy) that often, with no arena
+  // lock held. Started only when there is something to do; stopped before what `periodic` uses
+  // goes away.
+  // keep_watermark false: the thread runs `periodic` only (the application keeps the watermark
+  // with Replenish).
+  void StartGrower(std::function<void()> periodic = {},
+                   std::chrono::milliseconds every = std::chrono::milliseconds(0),
+                   bool keep_watermark = true);
+  void StopGrower();
+
+  // Trim (trim.cc): deregisters and unmaps ready chunks that hold nothing (nothing carved, no
+  // granted blocks), highest first, while more than `floor_bytes` stay mapped and the room left
+  // stays at or above the low watermark. Returns the bytes given back.
+  std::size_t Trim(std::size_t floor_bytes);
 
   std::size_t chunk_size() const noexcept { return config_.chunk_size; }
   const std::vector<std::shared_ptr<Domain>>& domains() const noexcept { return config_.domains; }
@@ -131,12 +201,34 @@ class Arena {
   ArenaStats Stats() const;
 
  private:
+  enum class Slot : std::uint8_t { kEmpty, kGrowing, kReady, kTrimming };
+  // Why a chunk is added (stats).
+  enum class Why : std::uint8_t { kReserve, kAllocation, kBackground };
+  // A chunk built outside the lock, waiting to be published.
+  struct Built {
+    std::unique_ptr<ChunkInfo> chunk;
+    ArenaStats::Placement placement;
+    double seconds[kMaxDomains] = {};  // time in each domain's Register
+  };
+
   Arena(ArenaConfig config, os::Range range);
 
-  absl::Status GrowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status RegisterLocked(ChunkInfo& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How many of the pool's domains pin (or lock) chunks that way.
+  // Claims the lowest empty slot for a new chunk (kResourceExhausted: budget or RLIMIT_MEMLOCK).
+  absl::StatusOr<std::uint32_t> ClaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps, places and registers the chunk of slot `index`. No lock held; all or nothing.
+  absl::StatusOr<Built> Build(std::uint32_t index) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RegisterAll(ChunkInfo& chunk, double* seconds) ABSL_LOCKS_EXCLUDED(mu_);
+  // Makes slot `index` ready (or empty again, on error, which is counted and kept) and wakes
+  // whoever waits for a chunk in flight.
+  absl::Status PublishLocked(std::uint32_t index, absl::StatusOr<Built> built, Why why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Claim, build, publish: one chunk, on the calling thread.
+  absl::Status GrowOne(Why why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void* CarveLocked(std::size_t size, std::size_t alignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool BelowWatermarkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void GrowerLoop();
   std::size_t DomainsThatPin(Pinning kind) const noexcept;
+  double SecondsSinceCreation() const;
 
   const ArenaConfig config_;
   const os::Range range_;
@@ -146,13 +238,43 @@ class Arena {
   const std::unique_ptr<std::atomic<std::uintptr_t>[]> table_;
   // carved_ again, readable without the lock (written under it).
   const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
+  const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
+  // Domains that did not opt into concurrent registration are called one chunk at a time.
+  const std::unique_ptr<Mutex[]> domain_mu_;
 
   mutable Mutex mu_;
-  std::vector<std::unique_ptr<ChunkInfo>> chunks_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::size_t> carved_ ABSL_GUARDED_BY(mu_);  // bytes used from the front of chunk i
+  CondVar chunk_done_;   // a chunk in flight was published or failed
+  CondVar grower_wake_;  // an allocation went below the watermark, or the grower must stop
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<ChunkInfo>> chunks_ ABSL_GUARDED_BY(mu_);   // by slot; null if none
+  std::vector<std::unique_ptr<ChunkInfo>> retired_ ABSL_GUARDED_BY(mu_);  // trimmed chunks' records
+  std::vector<std::size_t> carved_ ABSL_GUARDED_BY(mu_);  // bytes used from the front of slot i
+  std::vector<ArenaStats::Placement> placements_ ABSL_GUARDED_BY(mu_);
+  std::size_t slots_used_ ABSL_GUARDED_BY(mu_) = 0;  // one past the highest slot ever claimed
+  std::size_t ready_ ABSL_GUARDED_BY(mu_) = 0;
+  std::size_t growing_ ABSL_GUARDED_BY(mu_) = 0;
+  std::size_t trimming_ ABSL_GUARDED_BY(mu_) = 0;
+  std::size_t uncarved_ ABSL_GUARDED_BY(mu_) = 0;
+  // Copies of growing_, ready_ + growing_ + trimming_ and uncarved_ for BelowWatermark.
+  std::atomic<std::size_t> growing_now_{0};
+  std::atomic<std::size_t> slots_taken_now_{0};
+  std::atomic<std::size_t> uncarved_now_{0};
   std::vector<ArenaStats::DomainCounters> domain_counters_ ABSL_GUARDED_BY(mu_);
   std::uint64_t growth_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t background_growths_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t allocation_growths_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t growth_waits_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t trims_ ABSL_GUARDED_BY(mu_) = 0;
+  std::uint64_t trimmed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::size_t startup_target_ ABSL_GUARDED_BY(mu_) = 0;
+  double seconds_to_first_chunk_ ABSL_GUARDED_BY(mu_) = -1;
+  double seconds_to_startup_target_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Status last_growth_error_ ABSL_GUARDED_BY(mu_);
+  bool grower_stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> periodic_;  // set before the grower starts, read by it alone
+  std::chrono::milliseconds periodic_every_{0};
+  bool keep_watermark_ = true;
+  std::thread grower_;  // started and stopped by the pool's thread
 };
 
 }  // namespace pinpool::internal

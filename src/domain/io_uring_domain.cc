@@ -44,6 +44,8 @@ class IoUringDomainImpl final : public IoUringDomain {
 
   DomainKind kind() const noexcept override { return DomainKind::kIoUring; }
   Pinning pinning() const noexcept override { return Pinning::kLongTerm; }
+  // Its own lock serializes what must be (the table's slots); the kernel does the rest.
+  bool concurrent_registration() const noexcept override { return true; }
   std::string name() const override { return absl::StrFormat("io_uring/fd%d", ring_->ring_fd); }
 
   absl::StatusOr<Keys> Register(void* base, std::size_t length) override {

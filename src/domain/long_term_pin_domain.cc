@@ -52,6 +52,8 @@ class LongTermPinDomain final : public Domain {
   DomainKind kind() const noexcept override { return DomainKind::kHost; }
   std::string name() const override { return "long-term pin"; }
   Pinning pinning() const noexcept override { return Pinning::kLongTerm; }
+  // Its own lock serializes what must be (the table's slots); the kernel does the rest.
+  bool concurrent_registration() const noexcept override { return true; }
 
   absl::StatusOr<Keys> Register(void* base, std::size_t length) override {
     MutexLock lock(&mu_);

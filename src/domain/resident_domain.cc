@@ -16,6 +16,8 @@ class ResidentNotPinnedDomain final : public Domain {
   DomainKind kind() const noexcept override { return DomainKind::kHost; }
   std::string name() const override { return "mlock (resident, not pinned)"; }
   Pinning pinning() const noexcept override { return Pinning::kResident; }
+  // mlock and munlock of different chunks need no lock of ours.
+  bool concurrent_registration() const noexcept override { return true; }
 
   absl::StatusOr<Keys> Register(void* base, std::size_t length) override {
     if (const int err = internal::os::Mlock(base, length); err != 0) {

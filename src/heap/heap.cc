@@ -234,6 +234,11 @@ std::size_t Heap::DrainCaches() {
   return DrainLocked(own);
 }
 
+std::size_t Heap::ReleaseIdleChunks() {
+  DrainCaches();
+  return pages_.ReleaseIdleChunks();
+}
+
 // --- allocation --------------------------------------------------------------------------------
 
 template <typename F>

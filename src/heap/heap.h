@@ -204,6 +204,10 @@ class Heap {
   // Empties every cache of the heap into the central layer and the transfer stacks into the page
   // heap (what a failing allocation does before it gives up). Returns the bytes given back.
   std::size_t DrainCaches();
+  // For the pool's Trim: drains every cache (DrainCaches), then gives every chunk without a slab
+  // or large block back to the arena (Arena::ReturnChunk), which may then trim it. Returns how
+  // many chunks went back.
+  std::size_t ReleaseIdleChunks();
   // The page heap's structural self-check (tests).
   void Verify() const { pages_.Verify(); }
 
@@ -215,6 +219,7 @@ class Heap {
    public:
     explicit ArenaChunks(Arena* arena) : arena_(arena) {}
     void* NewChunk() override { return arena_->Carve(arena_->chunk_size(), arena_->chunk_size()); }
+    void ReturnChunk(void* chunk) override { arena_->ReturnChunk(chunk); }
 
    private:
     Arena* const arena_;

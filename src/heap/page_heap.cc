@@ -114,14 +114,29 @@ Span* PageHeap::CarveLocked(Span* s, std::uintptr_t at, std::size_t pages) {
 bool PageHeap::GrowLocked() {
   // The chunk's page map and its first span record first: once carved, a chunk must be usable.
   if (!map_.Prepare() || !spans_.Reserve(1)) return false;
+  // Not under this lock: growing may map and register a chunk (milliseconds) or wait for a chunk
+  // another thread is adding; meanwhile the page heap serves what it has.
+  mu_.Unlock();
   void* chunk = source_->NewChunk();
+  mu_.Lock();
   if (chunk == nullptr) return false;
+  if (!map_.Prepare() || !spans_.Reserve(1)) {  // another growth used what was prepared
+    source_->ReturnChunk(chunk);
+    return false;
+  }
   const auto start = reinterpret_cast<std::uintptr_t>(chunk);
   PINPOOL_CHECK(start % chunk_size_ == 0 && start - map_.base() < map_.max_chunks() * chunk_size_,
                 "internal: a chunk outside the pool's range (%p)", chunk);
   const std::size_t index = (start - map_.base()) / chunk_size_;
-  PINPOOL_CHECK(!map_.HasChunk(index), "internal: chunk %zu taken twice", index);
-  map_.AddChunk(index);
+  if (map_.HasChunk(index)) {
+    // Released earlier (ReleaseIdleChunks) and handed out again: its arrays are still there, every
+    // entry 0 and no span recorded. A chunk taken twice without a release would have spans.
+    PINPOOL_CHECK(released_ != 0 && map_.SpanAt(start) == nullptr,
+                  "internal: chunk %zu taken twice", index);
+    --released_;
+  } else {
+    map_.AddChunk(index);
+  }
   NewFreeLocked(start, map_.pages_per_chunk());
   ++chunks_;
   return true;
@@ -184,6 +199,30 @@ void PageHeap::FreeLocked(Span* s) {
   InsertFreeLocked(s);
 }
 
+std::size_t PageHeap::ReleaseIdleChunks() {
+  SpinLockHolder lock(&mu_);
+  const std::size_t whole = map_.pages_per_chunk();
+  std::size_t n = 0;
+  // A free span never crosses a chunk boundary, so one of a chunk's pages is exactly a chunk.
+  const unsigned b = BucketOf(whole);
+  for (Span* s = lists_[b]; s != nullptr;) {
+    Span* next = s->next;
+    if (s->pages == whole) {
+      RemoveFreeLocked(s);
+      map_.SetSpanAt(s->start, nullptr);
+      map_.SetSpanAt(s->last_page(), nullptr);
+      void* chunk = reinterpret_cast<void*>(s->start);
+      spans_.Put(s);
+      --chunks_;
+      ++released_;
+      ++n;
+      source_->ReturnChunk(chunk);
+    }
+    s = next;
+  }
+  return n;
+}
+
 void PageHeap::Free(Span* s) {
   SpinLockHolder lock(&mu_);
   PINPOOL_DCHECK(s->state != Span::State::kFree);
@@ -232,11 +271,20 @@ PageHeap::Counts PageHeap::GetCounts() const {
 
 void PageHeap::Verify() const {
   SpinLockHolder lock(&mu_);
-  std::size_t used = 0, free = 0, free_spans = 0;
+  std::size_t used = 0, free = 0, free_spans = 0, released = 0;
   for (std::size_t index = 0; index < map_.max_chunks(); ++index) {
     if (!map_.HasChunk(index)) continue;
     const std::uintptr_t chunk_start = map_.base() + index * chunk_size_;
     const std::uintptr_t chunk_end = chunk_start + chunk_size_;
+    if (map_.SpanAt(chunk_start) == nullptr) {  // released (ReleaseIdleChunks): nothing in it
+      for (std::uintptr_t q = chunk_start; q < chunk_end; q += kPageSize) {
+        PINPOOL_CHECK(map_.EntryAt(q) == 0 && map_.SpanAt(q) == nullptr,
+                      "page heap: released chunk %zu has an entry at %#lx", index,
+                      static_cast<unsigned long>(q));
+      }
+      ++released;
+      continue;
+    }
     bool previous_free = false;
     for (std::uintptr_t q = chunk_start; q < chunk_end;) {
       const Span* s = map_.SpanAt(q);
@@ -285,6 +333,8 @@ void PageHeap::Verify() const {
   PINPOOL_CHECK(used == used_pages_ && free == free_pages_ && free_spans == free_spans_,
                 "page heap: counts used %zu/%zu free %zu/%zu spans %zu/%zu", used, used_pages_,
                 free, free_pages_, free_spans, free_spans_);
+  PINPOOL_CHECK(released == released_, "page heap: %zu chunks released, %zu counted", released,
+                released_);
 }
 
 }  // namespace pinpool::internal

@@ -1,8 +1,9 @@
 // PageHeap: whole pages of a pool's chunks, in spans. It takes a chunk at a time from its
 // ChunkSource (the pool's arena) and never gives one back; inside the chunks it hands out spans
 // (a slab of one size class, or one large block), records them in the PageMap, and takes them
-// back, merging each freed span with free neighbours. A span never crosses a chunk boundary: one
-// block, one registration.
+// back, merging each freed span with free neighbours. Only on request (ReleaseIdleChunks, for the
+// pool's Trim) does it give back a chunk that is one free span, to its source. A span never crosses
+// a chunk boundary: one block, one registration.
 //
 // Free spans sit on segregated lists by page count (exact up to 32 pages, then four lists per
 // doubling) with a bitmap of non-empty lists, so finding a fitting span is a few bit operations
@@ -13,6 +14,8 @@
 //
 // Thread safety: every member takes the page heap's lock, except page_map() readers (see
 // PageMap). Lock order: a class's lock in the central layer, then this lock, then the arena's.
+// Growth lets go of this lock while the source adds a chunk (GrowLocked), so a registration never
+// holds up allocations the page heap can serve from what it has.
 #ifndef PINPOOL_HEAP_PAGE_HEAP_H_
 #define PINPOOL_HEAP_PAGE_HEAP_H_
 
@@ -27,10 +30,13 @@
 namespace pinpool::internal {
 
 // Where a page heap gets chunks: `chunk_size` bytes aligned to `chunk_size`, inside the range its
-// PageMap covers, or null when there are no more (the budget is spent, or growth failed).
+// PageMap covers, or null when there are no more (the budget is spent, or growth failed). A chunk
+// the page heap lets go of (ReleaseIdleChunks) goes back through ReturnChunk; the source may hand
+// it out again later.
 class ChunkSource {
  public:
   virtual void* NewChunk() = 0;
+  virtual void ReturnChunk(void* chunk) = 0;
 
  protected:
   ~ChunkSource() = default;
@@ -56,6 +62,11 @@ class PageHeap {
   // Gives a slab or large block's span back: clears its page map entries and merges it with the
   // free spans beside it.
   void Free(Span* span);
+  // Lets go of every chunk that is one free span (no slab, no large block in it): forgets its
+  // span and hands the chunk back to the source (ReturnChunk, under this lock: the lock order
+  // allows the arena's). The chunk's page map arrays stay (all entries 0), for lock-free readers
+  // and for when the source hands the chunk out again. Returns how many chunks went back.
+  std::size_t ReleaseIdleChunks();
   // Gives back the span of the large block starting at p (a start the page map names).
   void FreeLarge(std::uintptr_t p);
   // The slab holding block p. The caller owns a block of that slab, so the slab cannot go away
@@ -116,6 +127,7 @@ class PageHeap {
   Span* lists_[kBuckets] ABSL_GUARDED_BY(mu_) = {};
   std::uint64_t nonempty_[2] ABSL_GUARDED_BY(mu_) = {};
   std::size_t chunks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::size_t released_ ABSL_GUARDED_BY(mu_) = 0;  // chunks given back with ReleaseIdleChunks
   std::size_t used_pages_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t free_pages_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t free_spans_ ABSL_GUARDED_BY(mu_) = 0;

@@ -8,10 +8,12 @@
 // old mapping in place (old kernels do not). So hugetlb chunks, which fail routinely (no free huge
 // pages), are mapped elsewhere first and moved in with mremap(MREMAP_FIXED), which replaces the
 // reservation atomically (Linux >= 5.16; older kernels map in place), and every failure path
-// re-reserves with MAP_FIXED PROT_NONE.
+// re-reserves with MAP_FIXED PROT_NONE. A chunk bound to a NUMA node (numa.cc) is bound before
+// its first touch, so populating it places every page there.
 // Thread-safe: the kernel serializes the mm changes; chunks must not be mapped twice at once.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -141,11 +143,16 @@ absl::Status ThpMissing(std::size_t length, bool eligible, std::string_view deta
       detail, kAllowFallback));
 }
 
-// Faults every page of a fresh anonymous mapping in, writable.
+// Faults every page of a fresh anonymous mapping in, writable, in steps of kPopulateStep (os.h).
+
 absl::Status Populate(void* at, std::size_t length) {
-  for (;;) {
-    const int err = Madvise(at, length, MADV_POPULATE_WRITE);
-    if (err == 0) return absl::OkStatus();
+  for (std::size_t done = 0; done < length;) {
+    const std::size_t step = std::min(kPopulateStep, length - done);
+    const int err = Madvise(static_cast<char*>(at) + done, step, MADV_POPULATE_WRITE);
+    if (err == 0) {
+      done += step;
+      continue;
+    }
     if (err == EINTR) continue;
     if (err == EINVAL) {
       // Before Linux 5.14: touch one byte per page (the mapping is fresh, so it reads 0).
@@ -162,6 +169,7 @@ absl::Status Populate(void* at, std::size_t length) {
     }
     return absl::InternalError(msg);
   }
+  return absl::OkStatus();
 }
 
 // Marks a freshly mapped chunk MADV_DONTFORK (a child must never get copy-on-write copies of
@@ -178,13 +186,41 @@ absl::StatusOr<MappedChunk> Finish(void* at, std::size_t length) {
   return got;
 }
 
-absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize size, bool populate) {
-  // No MAP_NORESERVE: the pages are reserved now, so later faults cannot fail.
+absl::Status BindFailed(std::size_t length, int node, int err) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "cannot bind a %s chunk to NUMA node %d: mbind: %s (is the node online and does it have "
+      "memory? see /sys/devices/system/node)",
+      FormatBytes(length), node, std::strerror(err)));
+}
+
+absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize size, bool populate,
+                                       int node) {
+  if (node >= 0 && NodeFreeHugePages(node, PageBytes(size)) < length / PageBytes(size)) {
+    // The global count may have pages, but a bound mapping can fault only in its node's pool (and
+    // gets SIGBUS, or EFAULT from a registration, when that is empty).
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "NUMA node %d has %d free %s huge pages, a %s chunk needs %d: reserve them on that node "
+        "with `echo N > /sys/devices/system/node/node%d/hugepages/hugepages-%dkB/nr_hugepages`, "
+        "or %s",
+        node, NodeFreeHugePages(node, PageBytes(size)), FormatBytes(PageBytes(size)),
+        FormatBytes(length), length / PageBytes(size), node, PageBytes(size) >> 10,
+        kAllowFallback));
+  }
+  // No MAP_NORESERVE: the pages are reserved now, so later faults cannot fail. Bound to a node,
+  // the pages are faulted in only after the binding (and the move into place).
+  const bool populate_now = populate && node < 0;
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB |
                     (size == PageSize::k1G ? kMapHuge1G : kMapHuge2M) |
-                    (populate ? MAP_POPULATE : 0);
+                    (populate_now ? MAP_POPULATE : 0);
   void* fresh = Mmap(Call::kMapHugetlb, nullptr, length, flags);
   if (fresh == MAP_FAILED) return HugetlbMissing(size, length, errno);  // range untouched
+  if (node >= 0) {
+    if (const int err = BindToNode(fresh, length, node); err != 0) {
+      counters().munmap.fetch_add(1, std::memory_order_relaxed);
+      ::munmap(fresh, length);
+      return BindFailed(length, node, err);
+    }
+  }
   if (fresh != at) {
     counters().mmap.fetch_add(1, std::memory_order_relaxed);  // mremap counts as an mmap
     const int injected = InjectedFault(Call::kMremap, length);
@@ -208,6 +244,18 @@ absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize si
         Rereserve(at, length);
         return HugetlbMissing(size, length, map_err);
       }
+      if (node >= 0) {
+        if (const int err = BindToNode(at, length, node); err != 0) {
+          Rereserve(at, length);
+          return BindFailed(length, node, err);
+        }
+      }
+    }
+  }
+  if (populate && !populate_now) {
+    if (absl::Status s = Populate(at, length); !s.ok()) {
+      Rereserve(at, length);
+      return s;
     }
   }
   absl::StatusOr<MappedChunk> got = Finish(at, length);
@@ -223,7 +271,7 @@ absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize si
 // THP (`thp`) or 4 KiB pages. A failure to get memory at all is final: a smaller page size would
 // need the same mmap.
 absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp, bool require,
-                                         bool populate) {
+                                         bool populate, int node) {
   if (Mmap(Call::kMapAnonymous, at, length, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED) ==
       MAP_FAILED) {
     const int err = errno;
@@ -232,6 +280,12 @@ absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp,
         "cannot map a %s chunk: mmap: %s (the kernel would not commit the memory: check free "
         "memory, vm.overcommit_memory and the cgroup's memory.max)",
         FormatBytes(length), std::strerror(err)));
+  }
+  if (node >= 0) {
+    if (const int err = BindToNode(at, length, node); err != 0) {
+      Rereserve(at, length);
+      return BindFailed(length, node, err);
+    }
   }
   if (thp) {
     if (const int err = Madvise(at, length, MADV_HUGEPAGE); err != 0 && require) {
@@ -267,7 +321,7 @@ absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp,
 namespace {
 
 absl::StatusOr<MappedChunk> MapChunkImpl(void* at, std::size_t length, PageSize largest,
-                                         bool require, bool populate) {
+                                         bool require, bool populate, int node) {
   const auto addr = reinterpret_cast<std::uintptr_t>(at);
   if (at == nullptr || length == 0 || addr % kBasePage != 0 || length % kBasePage != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -287,11 +341,11 @@ absl::StatusOr<MappedChunk> MapChunkImpl(void* at, std::size_t length, PageSize 
   for (PageSize s : PageSizesToTry(largest, require)) {
     if (!fits(s)) continue;
     if (s == PageSize::k1G || s == PageSize::k2M) {
-      absl::StatusOr<MappedChunk> got = MapHugetlb(at, length, s, populate);
+      absl::StatusOr<MappedChunk> got = MapHugetlb(at, length, s, populate, node);
       if (got.ok() || require) return got;
       continue;  // the range is a reservation again: try smaller pages
     }
-    return MapAnonymous(at, length, s == PageSize::kTransparent, require, populate);
+    return MapAnonymous(at, length, s == PageSize::kTransparent, require, populate, node);
   }
   return absl::InternalError("no page size to try");  // unreachable: 4 KiB always fits
 }
@@ -308,8 +362,8 @@ std::vector<PageSize> PageSizesToTry(PageSize largest, bool require) {
 }
 
 absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
-                                     bool populate) {
-  absl::StatusOr<MappedChunk> got = MapChunkImpl(at, length, largest, require, populate);
+                                     bool populate, int node) {
+  absl::StatusOr<MappedChunk> got = MapChunkImpl(at, length, largest, require, populate, node);
   if (got.ok()) {
     counters().chunk_bytes.fetch_add(static_cast<std::int64_t>(length), std::memory_order_relaxed);
   }

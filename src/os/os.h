@@ -50,6 +50,7 @@ enum class Call : std::uint8_t {
   kPinBuffer,     // io_uring buffer registration of a chunk: the long-term pin of the default
                   // domain and of IoUringDomain (ENOMEM: RLIMIT_MEMLOCK)
   kMapMetadata,   // mmap of allocator metadata (MapMetadata)
+  kBindNode,      // mbind of a chunk to its NUMA node (EINVAL: no such node)
 };
 using FaultHook = int (*)(Call call, std::size_t length);
 // Installs `hook` (null removes it); returns the previous one.
@@ -79,14 +80,23 @@ struct MappedChunk {
   std::size_t huge_bytes = 0;          // bytes backed by huge pages
 };
 
+// MapChunk populates in steps of this many bytes, one madvise(MADV_POPULATE_WRITE) each: the
+// kernel holds the process's mmap lock (shared) for each call, and a thread that needs it
+// exclusively meanwhile (any mmap, say the heap's metadata) waits for the whole call, and so do
+// the page faults queued behind it; steps bound that wait to one step's zeroing (~0.3 ms) while a
+// chunk is populated in the background.
+inline constexpr std::size_t kPopulateStep = std::size_t{1} << 20;
+
 // Maps [at, at + length) read-write inside a reservation, trying page sizes from `largest` down
 // (hugetlb 1G, hugetlb 2M, THP, 4K; a size is skipped when `length` or `at` is not a multiple of
 // it). With `require`, only `largest` is tried and getting less is an error. With `populate`,
-// every page is faulted in before returning. Marks the range MADV_DONTFORK. On error the range is
-// left reserved exactly as before. Errors: kFailedPrecondition (required huge pages not available,
-// with the sysctl to fix it), kResourceExhausted (out of memory).
+// every page is faulted in before returning. With `node` >= 0 the mapping is bound to that NUMA
+// node (MPOL_BIND) before any page is touched, and hugetlb sizes the node's own pool cannot
+// supply are skipped. Marks the range MADV_DONTFORK. On error the range is left reserved exactly
+// as before. Errors: kFailedPrecondition (required huge pages not available, with the sysctl to
+// fix it), kResourceExhausted (out of memory).
 absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
-                                     bool populate);
+                                     bool populate, int node = -1);
 // Gives the chunk's pages back and turns the range into a reservation again.
 void UnmapChunk(void* at, std::size_t length) noexcept;
 
@@ -94,6 +104,27 @@ void UnmapChunk(void* at, std::size_t length) noexcept;
 // bytes are huge (hugetlb or THP). The range must be one chunk mapped by MapChunk.
 absl::StatusOr<MappedChunk> QueryPages(const void* at, std::size_t length);
 
+// NUMA (numa.cc). Nodes are the kernel's numbers; a kernel without NUMA has node 0 alone.
+std::vector<int> OnlineNodes();
+std::vector<int> NodeCpus(int node);  // empty when the node has no CPUs (or does not exist)
+// Free hugetlb pages of `page_bytes` in node `node`'s own pool (0 when unknown).
+std::size_t NodeFreeHugePages(int node, std::size_t page_bytes);
+// OK when `node` is online; else kInvalidArgument naming the nodes there are.
+absl::Status CheckNode(int node);
+// mbind(MPOL_BIND) of a fresh mapping to `node`: 0 or errno. Counted as a fault-injection call.
+int BindToNode(void* at, std::size_t length, int node) noexcept;
+// Restricts the calling thread to `node`'s CPUs; false when it has none or the kernel refused.
+bool RunOnNodeCpus(int node) noexcept;
+// Where a chunk's pages are, asked of the kernel (move_pages without target nodes), one sample
+// per page of `page_bytes`, at most 4096 samples spread over the range.
+struct NodePlacement {
+  int node = -1;                // the node of every present sample; -1 if they differ or none is
+  std::size_t sampled = 0;      // pages asked about
+  std::size_t on_node = 0;      // of which on `node`
+  std::size_t not_present = 0;  // of which not faulted in yet
+};
+absl::StatusOr<NodePlacement> QueryPlacement(const void* at, std::size_t length,
+                                             std::size_t page_bytes);
 // Anonymous read-write memory for allocator metadata (the heap's page map, span records and
 // stacks of free blocks): never registered, never inside a pool's range, zeroed. `length` is
 // rounded up to pages. Null when the kernel (or the fault hook) refuses.

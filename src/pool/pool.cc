@@ -11,6 +11,8 @@
 #include "pinpool/grant_lock.h"
 #include "pinpool/verbs.h"
 #include "pool/grant_registry.h"
+#include "pool/growth_stats.h"
+#include "pool/placement.h"
 #include "pool/validate_options.h"
 #include "util/bytes.h"
 #include "util/check.h"
@@ -27,19 +29,25 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
     PINPOOL_ASSIGN_OR_RETURN(std::shared_ptr<Domain> pin, MakeLongTermPinDomain());
     options.domains.push_back(std::move(pin));
   }
+  PINPOOL_ASSIGN_OR_RETURN(const int node, internal::ResolveNumaNode(options));
   internal::ArenaConfig config{.chunk_size = options.chunk_size,
                                .max_chunks = options.budget / options.chunk_size,
                                .page_size = options.page_size,
                                .require_page_size = options.require_page_size,
                                .populate = options.populate,
-                               .domains = options.domains};
+                               .domains = options.domains,
+                               .numa_node = node,
+                               .reserve_threads = internal::ReserveThreads(options, node),
+                               .low_watermark = options.low_watermark};
   PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Arena> arena,
                            internal::Arena::Create(std::move(config)));
   PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Heap> heap,
                            internal::Heap::Create(arena.get(), options.debug_checks));
   std::unique_ptr<Pool> pool(new Pool(std::move(arena), std::move(heap)));
   pool->options_ = std::move(options);
+  pool->arena_->SetStartupTarget(pool->options_.initial_size);
   PINPOOL_RETURN_IF_ERROR(pool->Reserve(pool->options_.initial_size));
+  pool->StartBackgroundWork();
   return pool;
 }
 
@@ -97,6 +105,7 @@ Pool::~Pool() {
   StoreForLater(range_size_, std::size_t{0});
   StoreForLater(max_block_, std::size_t{0});
   StoreForLater(alive_, kDestroyed);
+  arena_->StopGrower();  // its trim policy uses the heap
   grants_.reset();
   heap_.reset();
   arena_.reset();
@@ -261,6 +270,7 @@ PoolStats Pool::GetStats() const {
     stats.chunks.push_back({c.base, c.size, c.page_size, c.huge_bytes, c.index,
                             std::vector<Keys>(c.keys, c.keys + c.domain_count)});
   }
+  internal::FillGrowthStats(a, stats);
   for (const internal::ArenaStats::DomainCounters& d : a.domains) {
     stats.domains.push_back(
         {d.name, d.kind, d.pinning, d.registrations, d.registered_bytes, d.seconds, d.max_seconds});

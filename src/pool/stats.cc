@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "os/os.h"
@@ -105,10 +106,21 @@ std::string PoolStats::ToString() const {
                         "in blocks (%.1f%%)\n",
                         heap_fragmentation() * 100, FormatBytes(mapped_unused_bytes()),
                         FormatBytes(mapped_bytes), mapped_unused_fraction() * 100);
+  const GrowthStats& gr = growth;
+  absl::StrAppendFormat(
+      &out,
+      "growth: %s room not yet allocated (low watermark %s), %d chunks being added; %d added "
+      "in the background, %d by allocations (%d waited for one in flight); %d trimmed (%s); first "
+      "chunk after %.3f s, initial size after %.3f s; NUMA node %s\n",
+      FormatBytes(gr.room_bytes), gr.low_watermark == 0 ? "off" : FormatBytes(gr.low_watermark),
+      gr.chunks_growing, gr.background_growths, gr.allocation_growths, gr.growth_waits, gr.trims,
+      FormatBytes(gr.trimmed_bytes), gr.seconds_to_first_chunk, gr.seconds_to_initial_size,
+      gr.numa_node < 0 ? "none" : std::to_string(gr.numa_node));
   for (const ChunkStats& c : chunks) {
     absl::StrAppendFormat(&out, "  chunk %d at %#x: %s, %s pages, %s huge", c.index, c.base,
                           FormatBytes(c.size), PageSizeName(c.page_size),
                           FormatBytes(c.huge_bytes));
+    if (c.numa_node >= 0) absl::StrAppendFormat(&out, ", node %d", c.numa_node);
     for (std::size_t d = 0; d < c.keys.size() && d < domains.size(); ++d) {
       absl::StrAppendFormat(&out, "; %s %s", domains[d].name, KeysText(domains[d].kind, c.keys[d]));
     }
@@ -189,7 +201,9 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
         .Field("base", std::uint64_t{c.base})
         .Field("size", c.size)
         .Field("page_size", PageSizeName(c.page_size))
-        .Field("huge_bytes", c.huge_bytes);
+        .Field("huge_bytes", c.huge_bytes)
+        .Field("numa_node",
+               c.numa_node < 0 ? std::nullopt : std::optional<std::uint64_t>(c.numa_node));
     json.Key("registrations").BeginArray();
     for (std::size_t d = 0; d < c.keys.size(); ++d) {
       const Keys& k = c.keys[d];
@@ -256,6 +270,31 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
       .Field("window_allocations", g.window_allocations)
       .Field("window_growth_allocations", g.window_growth_allocations)
       .EndObject();
+  const GrowthStats& gr = s.growth;
+  json.Key("growth")
+      .BeginObject()
+      .Field("low_watermark", gr.low_watermark)
+      .Field("room_bytes", gr.room_bytes)
+      .Field("chunks_growing", gr.chunks_growing)
+      .Field("background_growths", gr.background_growths)
+      .Field("allocation_growths", gr.allocation_growths)
+      .Field("growth_waits", gr.growth_waits)
+      .Field("trims", gr.trims)
+      .Field("trimmed_bytes", gr.trimmed_bytes)
+      .Field("numa_node",
+             gr.numa_node < 0 ? std::nullopt : std::optional<std::uint64_t>(gr.numa_node));
+  // Not reached yet: null.
+  for (const auto& [name, v] :
+       {std::pair<const char*, double>{"seconds_to_first_chunk", gr.seconds_to_first_chunk},
+        {"seconds_to_initial_size", gr.seconds_to_initial_size}}) {
+    json.Key(name);
+    if (v < 0) {
+      json.Null();
+    } else {
+      json.Double(v);
+    }
+  }
+  json.EndObject();
   json.EndObject();
 }
 

@@ -40,6 +40,16 @@ absl::Status ValidatePoolOptions(const PoolOptions& o) {
   for (const auto& d : o.domains) {
     if (d == nullptr) return absl::InvalidArgumentError("PoolOptions::domains holds a null domain");
   }
+  if (o.numa_node < kNoNumaNode) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "PoolOptions::numa_node is %d: name a node (>= 0), kDeviceNumaNode or kNoNumaNode",
+        o.numa_node));
+  }
+  if (o.low_watermark > o.budget) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("PoolOptions::low_watermark (%s) is larger than the budget (%s)",
+                        FormatBytes(o.low_watermark), FormatBytes(o.budget)));
+  }
   return absl::OkStatus();
 }
 

@@ -5,10 +5,13 @@
 // absl::Mutex's lock and unlock and reports every access it protects as a race. std::mutex is a
 // pthread mutex, which TSan intercepts in any build. None of these locks is on the allocation
 // fast path, so absl::Mutex's extras (conditions, contention profiling) buy nothing here.
+// CondVar is std::condition_variable over the same pthread mutex (the arena's growth waits).
 // Thread-safe by definition; not recursive.
 #ifndef PINPOOL_UTIL_MUTEX_H_
 #define PINPOOL_UTIL_MUTEX_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
@@ -25,7 +28,30 @@ class ABSL_LOCKABLE Mutex {
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
 
  private:
+  friend class CondVar;
   std::mutex mu_;
+};
+
+// Waits on a condition under a Mutex the caller holds (which is released while waiting and held
+// again on return). Spurious wake-ups happen: wait in a loop on the condition.
+class CondVar {
+ public:
+  void Wait(Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    cv_.wait(lock);
+    lock.release();
+  }
+  // False on timeout.
+  bool WaitFor(Mutex* mu, std::chrono::nanoseconds timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    const bool woken = cv_.wait_for(lock, timeout) == std::cv_status::no_timeout;
+    lock.release();
+    return woken;
+  }
+  void NotifyAll() { cv_.notify_all(); }
+
+ private:
+  std::condition_variable cv_;
 };
 
 // Holds a Mutex for its scope.

@@ -342,7 +342,7 @@ STATS_FIELDS = ["reserved_bytes", "mapped_bytes", "pinned_bytes", "locked_bytes"
                 "cache_drains", "growths", "growth_failures",
                 "memlock_limit", "process_pinned_bytes", "process_locked_bytes", "memlock_exempt",
                 "pin_headroom", "lock_headroom", "heap_fragmentation", "mapped_unused_bytes",
-                "mapped_unused_fraction", "chunks", "domains", "grants"]
+                "mapped_unused_fraction", "chunks", "domains", "grants", "growth"]
 GRANT_FIELDS = ["connections", "live", "revoking", "grants", "window_binds", "region_registrations",
                 "local_invalidations", "peer_invalidations", "region_deregistrations",
                 "windows_discarded", "held_blocks", "held_bytes", "held_ever", "windows",
@@ -363,7 +363,7 @@ def check_demo(demo):
     check(s["allocated_bytes"] >= 64 + 4096 + 65536 + (1 << 20), f"allocated {s['allocated_bytes']}")
     check(0 <= s["heap_fragmentation"] < 1, f"heap_fragmentation {s['heap_fragmentation']}")
     c = s["chunks"][0]
-    check(set(c) == {"index", "base", "size", "page_size", "huge_bytes", "registrations"}, f"chunk fields {set(c)}")
+    check(set(c) == {"index", "base", "size", "page_size", "huge_bytes", "numa_node", "registrations"}, f"chunk fields {set(c)}")
     check(c["page_size"] in ("1G", "2M", "THP", "4K"), f"page size {c['page_size']}")
     dom = s["domains"][0]
     check(dom["registrations"] == 1 and dom["mean_register_seconds"] is not None, f"domain {dom}")

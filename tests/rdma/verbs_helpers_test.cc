@@ -7,14 +7,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "domain/verbs/access.h"
+#include "domain/verbs/device.h"
 #include "domain/verbs/errors.h"
 #include "domain/verbs/windows.h"
 #include "pinpool/pool.h"
@@ -40,6 +44,42 @@ RegMrContext Context(bool unlimited) {
   c.memlock.exempt = false;
   c.memlock.pinned = 2 * kMiB;
   return c;
+}
+
+// A device's NUMA node from a sysfs tree laid out as the two-node guest's (docs/numa.md): rxe0 has
+// no device link, its parent netdev's device is a virtio device without numa_node, whose PCI
+// function has one; a hardware device has its own; a virtual netdev (dummy0) has none.
+TEST(VerbsDeviceNumaNodeTest, WalksFromTheNetdevToTheFirstAncestorWithANode) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("pinpool-sysfs-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const auto write = [&](const fs::path& p, const std::string& text) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  };
+  const fs::path pci = root / "devices/pci0000:20/0000:20:00.0/0000:21:00.0";
+  write(pci / "numa_node", "1\n");
+  fs::create_directories(pci / "virtio2");
+  write(root / "class/infiniband/rxe0/parent", "eth0\n");
+  fs::create_directories(root / "class/net/eth0");
+  fs::create_directory_symlink(pci / "virtio2", root / "class/net/eth0/device");
+  write(root / "class/infiniband/rxe1/parent", "dummy0\n");
+  fs::create_directories(root / "class/net/dummy0");
+  const fs::path hca = root / "devices/pci0000:00/0000:00:03.0";
+  write(hca / "numa_node", "0\n");
+  fs::create_directories(root / "class/infiniband/mlx5_0");
+  fs::create_directory_symlink(hca, root / "class/infiniband/mlx5_0/device");
+  const fs::path unknown = root / "devices/pci0000:00/0000:00:04.0";
+  write(unknown / "numa_node", "-1\n");
+  fs::create_directories(root / "class/infiniband/mlx5_1");
+  fs::create_directory_symlink(unknown, root / "class/infiniband/mlx5_1/device");
+
+  EXPECT_EQ(internal::VerbsDeviceNumaNode("rxe0", root), 1);
+  EXPECT_EQ(internal::VerbsDeviceNumaNode("rxe1", root), -1) << "dummy0 has no device";
+  EXPECT_EQ(internal::VerbsDeviceNumaNode("mlx5_0", root), 0);
+  EXPECT_EQ(internal::VerbsDeviceNumaNode("mlx5_1", root), -1) << "the kernel says -1: unknown";
+  EXPECT_EQ(internal::VerbsDeviceNumaNode("nosuch", root), -1);
+  fs::remove_all(root);
 }
 
 TEST(VerbsErrorsTest, RegionLargerThanMaxMrSizeNamesTheLimitAndChunkSize) {

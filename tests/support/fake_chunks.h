@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <vector>
 
 #include "heap/page_heap.h"
 
@@ -29,11 +30,23 @@ class FakeChunks : public internal::ChunkSource {
   FakeChunks& operator=(const FakeChunks&) = delete;
 
   void* NewChunk() override {
+    if (!returned_.empty() && !refuse_) {
+      void* chunk = returned_.back();
+      returned_.pop_back();
+      return chunk;
+    }
     const std::size_t i = given_.load();
     if (i == count_ || refuse_) return nullptr;
     given_.store(i + 1);
     return reinterpret_cast<void*>(base_ + i * chunk_size_);
   }
+
+  // A chunk the page heap let go of: handed out again before any new one.
+  void ReturnChunk(void* chunk) override {
+    returned_.push_back(chunk);
+    ++returns_;
+  }
+  std::size_t returns() const { return returns_; }
 
   std::uintptr_t base() const { return base_; }
   std::size_t chunk_size() const { return chunk_size_; }
@@ -50,6 +63,8 @@ class FakeChunks : public internal::ChunkSource {
   std::uintptr_t base_ = 0;
   std::atomic<std::size_t> given_{0};
   bool refuse_ = false;
+  std::vector<void*> returned_;
+  std::size_t returns_ = 0;
 };
 
 }  // namespace pinpool::testing

@@ -97,6 +97,7 @@ struct DeviceInfo {
   std::string error;  // could not open or query: the rest is empty
   bool permission_denied = false;
   std::string fw_ver;
+  int numa_node = -1;  // sysfs, as VerbsDomain::numa_node(): where pools place chunks by default
   std::uint32_t vendor_id = 0;
   std::uint32_t vendor_part_id = 0;
   std::uint64_t max_mr_size = 0;

@@ -244,6 +244,7 @@ DeviceInfo ProbeDevice(ibv_device* device) {
     return d;
   }
   d.fw_ver = attr.fw_ver;
+  d.numa_node = internal::VerbsDeviceNumaNode(d.name);
   d.vendor_id = attr.vendor_id;
   d.vendor_part_id = attr.vendor_part_id;
   d.max_mr_size = attr.max_mr_size;

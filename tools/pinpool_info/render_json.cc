@@ -51,6 +51,8 @@ void WriteDevice(JsonWriter& json, const DeviceInfo& d) {
     return;
   }
   json.Field("fw_ver", d.fw_ver)
+      .Field("numa_node",
+             d.numa_node < 0 ? std::nullopt : std::optional<std::uint64_t>(d.numa_node))
       .Field("vendor_id", d.vendor_id)
       .Field("vendor_part_id", d.vendor_part_id)
       .Field("max_mr_size", d.max_mr_size)

@@ -7,12 +7,15 @@
 #include "domain/verbs/device.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "os/os.h"
 
 namespace pinpool::internal {
 namespace {
@@ -152,6 +155,30 @@ absl::StatusOr<VerbsDeviceCaps> QueryVerbsCaps(ibv_context* context) {
   caps.atomics = attr.atomic_cap != IBV_ATOMIC_NONE;
   FillWindowCaps(attr, caps);
   return caps;
+}
+
+int VerbsDeviceNumaNode(const std::string& name, const std::string& sysfs_root) {
+  std::error_code ec;
+  namespace fs = std::filesystem;
+  const fs::path ib = fs::path(sysfs_root) / "class/infiniband" / name;
+  fs::path dir = fs::canonical(ib / "device", ec);
+  if (ec) {
+    absl::StatusOr<std::string> parent = os::ReadKernelFile((ib / "parent").c_str());
+    if (!parent.ok()) return -1;
+    std::string netdev = *parent;
+    while (!netdev.empty() && (netdev.back() == '\n' || netdev.back() == ' ')) netdev.pop_back();
+    dir = fs::canonical(fs::path(sysfs_root) / "class/net" / netdev / "device", ec);
+    if (ec) return -1;  // a virtual netdev (dummy0): no device, no node
+  }
+  const fs::path root = fs::canonical(sysfs_root, ec);
+  for (; !dir.empty() && dir != root && dir != dir.root_path(); dir = dir.parent_path()) {
+    absl::StatusOr<std::string> node = os::ReadKernelFile((dir / "numa_node").c_str());
+    if (!node.ok()) continue;
+    int v = -1;
+    std::from_chars(node->data(), node->data() + node->size(), v);
+    return v < 0 ? -1 : v;
+  }
+  return -1;
 }
 
 }  // namespace pinpool::internal

@@ -35,6 +35,12 @@ absl::StatusOr<ibv_context*> OpenVerbsDevice(const std::string& name);
 
 absl::StatusOr<VerbsDeviceCaps> QueryVerbsCaps(ibv_context* context);
 
+// The NUMA node of RDMA device `name` from sysfs (under `sysfs_root`, for tests): the numa_node of
+// the device or of its first ancestor that has one; a software device (rxe, siw) has no device
+// link, so the walk starts at the network device its `parent` file names. -1 when none is known
+// (the kernel also says -1 for devices on a bus without NUMA affinity).
+int VerbsDeviceNumaNode(const std::string& name, const std::string& sysfs_root = "/sys");
+
 }  // namespace pinpool::internal
 
 #endif  // PINPOOL_DOMAIN_VERBS_DEVICE_H_

@@ -86,6 +86,7 @@ VerbsDomain::VerbsDomain(ibv_context* context, ibv_pd* pd, bool owned, std::stri
       access_(access),
       max_mr_size_(max_mr_size),
       max_mr_(max_mr),
+      numa_node_(internal::VerbsDeviceNumaNode(device_name_)),
       windows_(std::move(windows)),
       window_pool_(windows_.type2 ? std::make_unique<internal::WindowPool>(pd, max_mw, name_)
                                   : nullptr) {}

@@ -1,0 +1,149 @@
+// Allocation latency while the pool grows under a steady allocation load, with a low watermark
+// (chunks added in the background by the pool's thread) and without (the allocation that finds no
+// room maps, populates and registers the next chunk itself). Reports the distribution of single
+// Allocate calls: p50, p99, p99.9 and max, in nanoseconds, and how many chunks each way added.
+//
+// Each iteration creates a pool with one chunk (untimed), then allocates 64 KiB blocks, one every
+// `pause` microseconds of busy work (the benchmark's argument), until `chunks` chunks' worth are
+// live, timing every Allocate with steady_clock; then frees them and destroys the pool (untimed).
+// Domain: the default long-term pin on the host; the RDMA device's PD (verbs) when there is one
+// (the soft-RoCE guest, bench/guest-benchmarks.sh). 16 MiB chunks of 4 KiB pages, populated.
+//   PINPOOL_BENCH_GROWTH_CHUNKS (default 16) sets `chunks`, PINPOOL_BENCH_GROWTH_ITERATIONS
+//   (default 3) the iterations, PINPOOL_BENCH_GROWTH_PAUSE_US the pause (default 100 on the host,
+//   2000 with verbs in the guest).
+//   build/bench/growth_latency_benchmark --benchmark_filter=pin
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pinpool/pool.h"
+#include "pinpool/verbs.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kChunk = 16 * pinpool::kMiB;
+constexpr std::size_t kBlock = 64 * pinpool::kKiB;
+
+std::size_t EnvOr(const char* name, std::size_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::strtoull(v, nullptr, 10) : fallback;
+}
+std::size_t Chunks() { return EnvOr("PINPOOL_BENCH_GROWTH_CHUNKS", 16); }
+
+void BusyFor(std::chrono::microseconds d) {
+  const auto until = Clock::now() + d;
+  while (Clock::now() < until) {
+  }
+}
+
+double Percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const std::size_t i = std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
+  return v[i];
+}
+
+void GrowUnderLoad(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain,
+                   bool watermark) {
+  const std::chrono::microseconds pause(state.range(0));
+  const std::size_t chunks = Chunks();
+  pinpool::PoolOptions o;
+  o.page_size = pinpool::PageSize::k4K;
+  o.chunk_size = kChunk;
+  o.budget = (chunks + 4) * kChunk;
+  o.initial_size = kChunk;
+  o.low_watermark = watermark ? 2 * kChunk : 0;
+  o.domains = {domain};
+  std::vector<double> ns;
+  double allocation_growths = 0, background_growths = 0, waits = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto pool = pinpool::Pool::Create(o);
+    if (!pool.ok()) {
+      state.SkipWithError(std::string(pool.status().message()).c_str());
+      break;
+    }
+    std::vector<pinpool::Block> blocks;
+    blocks.reserve(chunks * kChunk / kBlock);
+    state.ResumeTiming();
+    for (std::size_t i = 0; i < chunks * kChunk / kBlock; ++i) {
+      const auto t0 = Clock::now();
+      pinpool::Block b = (*pool)->Allocate(kBlock);
+      const auto t1 = Clock::now();
+      if (!b) {
+        state.SkipWithError("an allocation failed");
+        break;
+      }
+      ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+      blocks.push_back(b);
+      BusyFor(pause);
+    }
+    state.PauseTiming();
+    const pinpool::PoolStats s = (*pool)->GetStats();
+    allocation_growths += static_cast<double>(s.growth.allocation_growths);
+    background_growths += static_cast<double>(s.growth.background_growths);
+    waits += static_cast<double>(s.growth.growth_waits);
+    for (const pinpool::Block& b : blocks) (*pool)->Deallocate(b);
+    pool->reset();
+    state.ResumeTiming();
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["allocations"] = static_cast<double>(ns.size());
+  state.counters["p50_ns"] = Percentile(ns, 0.5);
+  state.counters["p99_ns"] = Percentile(ns, 0.99);
+  state.counters["p999_ns"] = Percentile(ns, 0.999);
+  state.counters["max_ns"] = ns.empty() ? 0 : *std::max_element(ns.begin(), ns.end());
+  state.counters["allocation_growths"] = n > 0 ? allocation_growths / n : 0;
+  state.counters["background_growths"] = n > 0 ? background_growths / n : 0;
+  state.counters["growth_waits"] = n > 0 ? waits / n : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::string name;
+  std::shared_ptr<pinpool::Domain> domain;
+  std::vector<long> pauses;
+  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs = pinpool::VerbsDomain::Open();
+  if (verbs.ok()) {
+    name = "verbs";
+    domain = *std::move(verbs);
+    // Under TCG a 16 MiB chunk takes ~0.1-0.5 s to populate and register.
+    pauses = {static_cast<long>(EnvOr("PINPOOL_BENCH_GROWTH_PAUSE_US", 2000))};
+  } else {
+    absl::StatusOr<std::shared_ptr<pinpool::Domain>> pin = pinpool::MakeLongTermPinDomain();
+    if (!pin.ok()) {
+      std::fprintf(stderr, "growth_latency_benchmark: %s\n", pin.status().ToString().c_str());
+      return 1;
+    }
+    name = "pin";
+    domain = *std::move(pin);
+    pauses = {static_cast<long>(EnvOr("PINPOOL_BENCH_GROWTH_PAUSE_US", 100))};
+  }
+  benchmark::AddCustomContext("domain", domain->name());
+  benchmark::AddCustomContext("chunks", std::to_string(Chunks()));
+  for (const bool watermark : {true, false}) {
+    const std::string bench =
+        "grow_under_load/" + name + (watermark ? "/watermark" : "/no_watermark");
+    auto* b = benchmark::RegisterBenchmark(bench.c_str(), [domain, watermark](benchmark::State& s) {
+      GrowUnderLoad(s, domain, watermark);
+    });
+    for (long p : pauses) b->Arg(p);
+    b->ArgName("pause_us")
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(
+            static_cast<benchmark::IterationCount>(EnvOr("PINPOOL_BENCH_GROWTH_ITERATIONS", 3)));
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

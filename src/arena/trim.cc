@@ -1,0 +1,56 @@
+// Trim: giving whole idle chunks back. A chunk is idle when nothing of it is carved (the heap
+// never took it, or handed it back with Arena::ReturnChunk because it holds no block there) and
+// no remotely granted block lies in it (its chunk table entry carries no kSlowFreeTag): then no
+// block can be live in it and no peer can reach it. Trim takes such a chunk out of the table
+// under the lock (slot kTrimming: Carve skips it, growth does not reuse it), then deregisters it
+// from every domain, last first, and unmaps it with no lock held, then frees the slot. Its
+// ChunkInfo record is retired, not deleted (a lock-free Lookup may still be reading it).
+//
+// Chunks go highest slot first, so what stays is packed at the front of the range; it stops at
+// the floor (mapped bytes) and never takes the room left below the low watermark, which would
+// only make the grower add the chunk again.
+//
+// Thread safety: as the arena; Trim may race with Carve, growth and other Trims.
+#include "arena/arena.h"
+#include "util/check.h"
+
+namespace pinpool::internal {
+
+std::size_t Arena::Trim(std::size_t floor_bytes) {
+  const std::size_t size = config_.chunk_size;
+  std::size_t given = 0;
+  MutexLock lock(&mu_);
+  for (std::size_t i = slots_used_; i-- > 0;) {
+    if (ready_ * size < floor_bytes + size) break;  // one more would cross the floor
+    if (slots_[i] != Slot::kReady || carved_[i] != 0) continue;
+    if ((table_[i].load(std::memory_order_acquire) & kSlowFreeTag) != 0) continue;  // granted
+    if (config_.low_watermark != 0 && uncarved_ < config_.low_watermark + size) break;
+    ChunkInfo& c = *chunks_[i];
+    slots_[i] = Slot::kTrimming;
+    --ready_;
+    ++trimming_;
+    uncarved_ -= size;
+    uncarved_now_.store(uncarved_, std::memory_order_relaxed);
+    table_[i].store(kSlowFreeTag, std::memory_order_release);
+    mu_.Unlock();
+    for (std::size_t d = c.domain_count; d-- > 0;) {
+      MutexLock serial(&domain_mu_[d]);
+      config_.domains[d]->Deregister(c.keys[d]);
+    }
+    os::UnmapChunk(reinterpret_cast<void*>(c.base), size);
+    mu_.Lock();
+    for (std::size_t d = 0; d < c.domain_count; ++d) domain_counters_[d].registered_bytes -= size;
+    retired_.push_back(std::move(chunks_[i]));
+    placements_[i] = {};
+    slots_[i] = Slot::kEmpty;
+    --trimming_;
+    slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+    ++trims_;
+    trimmed_bytes_ += size;
+    given += size;
+    chunk_done_.NotifyAll();
+  }
+  return given;
+}
+
+}  // namespace pinpool::internal
