@@ -23,12 +23,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pinpool/io_uring.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
+#include "reserve_runs.h"
 
 namespace {
 
@@ -37,10 +39,8 @@ std::size_t TotalBytes() {
   return (mib != nullptr ? std::strtoull(mib, nullptr, 10) : 64) * pinpool::kMiB;
 }
 
-struct NamedDomain {
-  std::string name;
-  std::shared_ptr<pinpool::Domain> domain;
-};
+using pinpool_bench::NamedDomain;
+
 std::vector<NamedDomain>& Domains() {
   static std::vector<NamedDomain> domains;
   return domains;
@@ -60,27 +60,11 @@ void Grow(benchmark::State& state, pinpool::PageSize page, bool populate, const 
   o.populate = populate;
   o.domains = {d.domain};
   for (auto _ : state) {
-    absl::StatusOr<std::unique_ptr<pinpool::Pool>> pool = pinpool::Pool::Create(o);
-    if (!pool.ok()) {
-      state.SkipWithError(std::string(pool.status().message()).c_str());
-      break;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    const absl::Status grown = (*pool)->Reserve(total);
-    const auto stop = std::chrono::steady_clock::now();
-    if (!grown.ok()) {
-      state.SkipWithError(std::string(grown.message()).c_str());
-      break;
-    }
-    const pinpool::PoolStats stats = (*pool)->GetStats();
-    for (const pinpool::ChunkStats& c : stats.chunks) {
-      if (c.page_size != page) {
-        state.SkipWithError("a chunk got a different page size than required");
-        break;
-      }
-    }
-    state.SetIterationTime(std::chrono::duration<double>(stop - start).count());
-    state.counters["chunks"] = static_cast<double>(stats.chunks.size());
+    std::optional<pinpool_bench::ReserveRun> run =
+        pinpool_bench::TimedReserve(state, o, total, page, /*check_pages=*/true);
+    if (!run) break;
+    state.SetIterationTime(run->seconds);
+    state.counters["chunks"] = static_cast<double>(run->pool->GetStats().chunks.size());
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * total));
 }
@@ -90,8 +74,8 @@ void Grow(benchmark::State& state, pinpool::PageSize page, bool populate, const 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs =
-      pinpool::VerbsDomain::Open({.access = {.trusted_whole_chunk = {.read = true, .write = true}}});
+  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs = pinpool::VerbsDomain::Open(
+      {.access = {.trusted_whole_chunk = {.read = true, .write = true}}});
   if (verbs.ok()) {
     Domains().push_back({"verbs", *std::move(verbs)});
     benchmark::AddCustomContext("device", Domains().back().domain->name());

@@ -24,6 +24,7 @@
 
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
+#include "reserve_runs.h"
 
 namespace {
 
@@ -110,25 +111,14 @@ void GrowUnderLoad(benchmark::State& state, std::shared_ptr<pinpool::Domain> dom
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::string name;
-  std::shared_ptr<pinpool::Domain> domain;
-  std::vector<long> pauses;
-  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs = pinpool::VerbsDomain::Open();
-  if (verbs.ok()) {
-    name = "verbs";
-    domain = *std::move(verbs);
-    // Under TCG a 16 MiB chunk takes ~0.1-0.5 s to populate and register.
-    pauses = {static_cast<long>(EnvOr("PINPOOL_BENCH_GROWTH_PAUSE_US", 2000))};
-  } else {
-    absl::StatusOr<std::shared_ptr<pinpool::Domain>> pin = pinpool::MakeLongTermPinDomain();
-    if (!pin.ok()) {
-      std::fprintf(stderr, "growth_latency_benchmark: %s\n", pin.status().ToString().c_str());
-      return 1;
-    }
-    name = "pin";
-    domain = *std::move(pin);
-    pauses = {static_cast<long>(EnvOr("PINPOOL_BENCH_GROWTH_PAUSE_US", 100))};
-  }
+  const pinpool_bench::NamedDomain chosen =
+      pinpool_bench::VerbsOrDefaultDomain("growth_latency_benchmark");
+  if (chosen.domain == nullptr) return 1;
+  const std::string name = chosen.name;
+  const std::shared_ptr<pinpool::Domain> domain = chosen.domain;
+  // Under TCG a 16 MiB chunk takes ~0.1-0.5 s to populate and register: pause longer there.
+  const std::vector<long> pauses = {
+      static_cast<long>(EnvOr("PINPOOL_BENCH_GROWTH_PAUSE_US", name == "verbs" ? 2000 : 100))};
   benchmark::AddCustomContext("domain", domain->name());
   benchmark::AddCustomContext("chunks", std::to_string(Chunks()));
   for (const bool watermark : {true, false}) {

@@ -14,11 +14,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
+#include "reserve_runs.h"
 
 namespace {
 
@@ -52,38 +54,23 @@ void Startup(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain,
   o.reserve_threads = threads;
   o.domains = {domain};
   for (auto _ : state) {
-    auto pool = pinpool::Pool::Create(o);
-    if (!pool.ok()) {
-      state.SkipWithError(std::string(pool.status().message()).c_str());
-      break;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    const absl::Status grown = (*pool)->Reserve(total);
-    const auto stop = std::chrono::steady_clock::now();
-    if (!grown.ok()) {
-      state.SkipWithError(std::string(grown.message()).c_str());
-      break;
-    }
-    const pinpool::PoolStats s = (*pool)->GetStats();
-    for (const pinpool::ChunkStats& c : s.chunks) {
-      if (c.page_size != page && populate) {
-        state.SkipWithError("a chunk got a different page size than required");
-        break;
-      }
-    }
-    state.SetIterationTime(std::chrono::duration<double>(stop - start).count());
-    state.counters["first_chunk_s"] = s.growth.seconds_to_first_chunk;
+    std::optional<pinpool_bench::ReserveRun> run =
+        pinpool_bench::TimedReserve(state, o, total, page, /*check_pages=*/populate);
+    if (!run) break;
+    std::unique_ptr<pinpool::Pool>& pool = run->pool;
+    state.SetIterationTime(run->seconds);
+    state.counters["first_chunk_s"] = pool->GetStats().growth.seconds_to_first_chunk;
     // And back: Trim gives every chunk back (nothing was allocated), untimed by the benchmark's
     // clock but reported, with VmPin before and after.
     const long long pinned = VmPinKiB();
     const auto trim_start = std::chrono::steady_clock::now();
-    const std::size_t given = (*pool)->Trim(0);
+    const std::size_t given = pool->Trim(0);
     const double trim_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - trim_start).count();
     state.counters["trim_gbps"] = static_cast<double>(given) / trim_s / 1e9;
     state.counters["vmpin_mib_before_trim"] = static_cast<double>(pinned) / 1024;
     state.counters["vmpin_mib_after_trim"] = static_cast<double>(VmPinKiB()) / 1024;
-    pool->reset();
+    pool.reset();
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * total));
   state.counters["threads"] =
@@ -95,21 +82,11 @@ void Startup(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain,
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::string name;
-  std::shared_ptr<pinpool::Domain> domain;
-  absl::StatusOr<std::shared_ptr<pinpool::VerbsDomain>> verbs = pinpool::VerbsDomain::Open();
-  if (verbs.ok()) {
-    name = "verbs";
-    domain = *std::move(verbs);
-  } else {
-    absl::StatusOr<std::shared_ptr<pinpool::Domain>> pin = pinpool::MakeLongTermPinDomain();
-    if (!pin.ok()) {
-      std::fprintf(stderr, "startup_benchmark: %s\n", pin.status().ToString().c_str());
-      return 1;
-    }
-    name = "pin";
-    domain = *std::move(pin);
-  }
+  const pinpool_bench::NamedDomain chosen =
+      pinpool_bench::VerbsOrDefaultDomain("startup_benchmark");
+  if (chosen.domain == nullptr) return 1;
+  const std::string name = chosen.name;
+  const std::shared_ptr<pinpool::Domain> domain = chosen.domain;
   benchmark::AddCustomContext("domain", domain->name());
   benchmark::AddCustomContext("total_bytes", std::to_string(TotalBytes()));
   for (const pinpool::PageSize page : {pinpool::PageSize::k2M, pinpool::PageSize::k4K}) {
