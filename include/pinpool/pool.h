@@ -5,8 +5,8 @@
 // at a time, with every domain, up to its budget. Registration is what pins: each domain says how
 // (Domain::pinning; GetStats().pinned_bytes and locked_bytes count the chunks by it). Blocks are
 // carved from the chunks by the pool's own heap (size classes, per-thread caches, a shared
-// transfer layer, a page heap); registered pages are never returned to the kernel while the pool
-// lives.
+// transfer layer, a page heap); registered pages are never returned to the kernel while they are
+// registered: only Trim gives memory back, whole idle chunks, deregistered first.
 //
 // Thread safety: Allocate, Deallocate, Reallocate, Lookup and UsableSize may be called from any
 // thread at once; a block may be freed by a thread other than the one that allocated it. They
@@ -125,7 +125,7 @@ class PINPOOL_EXPORT Pool {
   // until its revocation completes, and keeps its chunk). Drains every thread's cache first
   // (the same handshake a failing allocation uses), so call it from a quiet moment, not per
   // request. Returns the bytes given back; registered bytes, VmPin/VmLck and the mapping count go
-  // down with them. The pool grows again on demand afterwards. PoolOptions::trim_interval does
+  // down with them. The pool grows again on demand afterwards. PoolOptions::trim_interval_ms does
   // it periodically.
   std::size_t Trim(std::size_t floor_bytes = 0);
 
