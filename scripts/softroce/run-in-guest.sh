@@ -13,6 +13,8 @@
 # COMMAND runs as root in the caller's working directory with a clean environment (PATH, HOME, LANG,
 # TMPDIR, PINPOOL_SOFTROCE=1, PINPOOL_HOST_ADDR=rxe0's IPv4 address, plus each --env), stdin from
 # /dev/null; its stdout and stderr stream back as it runs.
+# A boot that does not reach the command within PINPOOL_VM_BOOT_SECONDS (default 180) is stopped and
+# tried once more (the command runs at most once).
 # Exit status: COMMAND's; 124 if --timeout (default 600 s, boot included) expired; 125 if the harness or
 # the guest failed before COMMAND ran (the guest console tail is printed).
 # Inside the guest (PINPOOL_SOFTROCE=1) it just runs COMMAND under the timeout, without a nested guest.
@@ -324,6 +326,23 @@ boot_guest() {
   timeout_pid=$!
   stream "$run_dir/out" 1
   stream "$run_dir/err" 2
+  # A boot that has not reached "ready" (rxe0 active, the command about to start) in
+  # PINPOOL_VM_BOOT_SECONDS is a hung boot, not a result: QEMU under TCG was seen, rarely, to
+  # print nothing and never come up. Stop it; main boots once more. The command never ran.
+  local ticks=0 boot_ticks=$(( ${PINPOOL_VM_BOOT_SECONDS:-180} * 10 ))
+  while kill -0 "$timeout_pid" 2>/dev/null; do
+    if [ $ticks -ge $boot_ticks ] && ! grep -q '^ready' "$run_dir/ctl"; then
+      report_failure "the guest did not come up in ${PINPOOL_VM_BOOT_SECONDS:-180}s"
+      kill -TERM "$timeout_pid" 2>/dev/null || true
+      wait "$timeout_pid" 2>/dev/null || true
+      wait "${tail_pids[@]}" 2>/dev/null || true
+      tail_pids=()
+      timeout_pid=
+      return 126
+    fi
+    sleep 0.1
+    ticks=$((ticks + 1))
+  done
   wait "$timeout_pid" || qemu_rc=$?
   wait "${tail_pids[@]}" 2>/dev/null || true
   tail_pids=()
@@ -367,6 +386,12 @@ main() {
   run_dir=$(mktemp -d "$cache_dir/runs/run.XXXXXX")
   write_job
   boot_guest "$image" || rc=$?
+  if [ "$rc" -eq 126 ]; then
+    softroce_log "booting the guest again (attempt 2 of 2): the first boot hung before the command ran"
+    rc=0
+    boot_guest "$image" || rc=$?
+    [ "$rc" -ne 126 ] || rc=125
+  fi
   if [ "$mode" = check ]; then
     if [ "$rc" -eq 0 ]; then
       softroce_log "check passed: rxe0 is PORT_ACTIVE"
