@@ -183,8 +183,8 @@ void BM_Send(benchmark::State& state, bool invalidate) {
     state.PauseTiming();
     absl::StatusOr<RemoteGrant> g = access->Grant(b, {.write = true});
     state.ResumeTiming();
-    if (!g.ok() || !PeerDone(invalidate ? std::optional(pinpool::ToUnderlying(g->rkey))
-                                        : std::nullopt)) {
+    if (!g.ok() ||
+        !PeerDone(invalidate ? std::optional(pinpool::ToUnderlying(g->rkey)) : std::nullopt)) {
       state.SkipWithError("send failed");
       break;
     }
@@ -204,8 +204,8 @@ void BM_Request(benchmark::State& state, Loop loop) {
   const auto size = static_cast<std::size_t>(state.range(0));
   std::unique_ptr<RemoteAccess> access;
   if (loop != Loop::kChunkWide) {
-    access = Access(state, loop == Loop::kRegion ? GrantMechanism::kRegion
-                                                  : GrantMechanism::kWindow);
+    access =
+        Access(state, loop == Loop::kRegion ? GrantMechanism::kRegion : GrantMechanism::kWindow);
     if (!access) return;
   }
   pinpool::Pool& pool = loop == Loop::kChunkWide ? *E().trusted : *E().server;
@@ -247,7 +247,10 @@ BENCHMARK_CAPTURE(BM_GrantRevoke, region, GrantMechanism::kRegion)
     ->Apply(Sizes);
 BENCHMARK(BM_RangeRegistration)->Name("range_reg")->Apply(Sizes);
 BENCHMARK(BM_PerBufferRegistration)->Name("per_buffer_reg")->Apply(Sizes);
-BENCHMARK_CAPTURE(BM_Send, inv, true)->Name("send/inv")->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Send, inv, true)
+    ->Name("send/inv")
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Send, plain, false)
     ->Name("send/plain")
     ->UseRealTime()

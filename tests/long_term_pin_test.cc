@@ -151,8 +151,8 @@ void ExpectTheDefaultPoolToFailSayingWhyAndTheResidentOneToWork(int err) {
   const std::string message(pool.status().message());
   std::fprintf(stderr, "as the user sees it (io_uring_setup: %s): %s\n", std::strerror(err),
                pool.status().ToString().c_str());
-  EXPECT_EQ(pool.status().code(), err == ENOSYS ? absl::StatusCode::kUnimplemented
-                                                : absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(pool.status().code(),
+            err == ENOSYS ? absl::StatusCode::kUnimplemented : absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(message, AllOf(HasSubstr("long-term pinning is not available here"),
                              HasSubstr("io_uring_setup failed"), HasSubstr(std::strerror(err)),
                              HasSubstr("seccomp")));

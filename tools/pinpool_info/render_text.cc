@@ -91,9 +91,9 @@ void Device(std::string& out, const DeviceInfo& d) {
   Line(out, 4, "on-demand paging", odp);
   Line(out, 4, "atomics", d.atomics);
   Line(out, 4, "NUMA node",
-       d.numa_node < 0 ? std::string("none known (pools place chunks wherever the kernel does)")
-                       : absl::StrFormat("%d (pools place their chunks there by default)",
-                                         d.numa_node));
+       d.numa_node < 0
+           ? std::string("none known (pools place chunks wherever the kernel does)")
+           : absl::StrFormat("%d (pools place their chunks there by default)", d.numa_node));
   Line(out, 4, "firmware",
        absl::StrFormat("%s, vendor %#x part %d", d.fw_ver.empty() ? "-" : d.fw_ver, d.vendor_id,
                        d.vendor_part_id));
