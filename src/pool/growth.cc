@@ -20,13 +20,22 @@ absl::Status Pool::Replenish(std::size_t max_chunks) {
   return arena_->Replenish(max_chunks);
 }
 
+namespace {
+
+// The heap drains its caches and gives back every chunk holding no block (a granted block freed
+// early is held by the grant registry, so its chunk is never among them); the arena then trims
+// what the floor and the watermark allow. Chunks it keeps become room again. Trim and the trim
+// policy's thread both do this.
+std::size_t TrimIdleChunks(internal::Heap& heap, internal::Arena& arena, std::size_t floor_bytes) {
+  heap.ReleaseIdleChunks();
+  return arena.Trim(floor_bytes);
+}
+
+}  // namespace
+
 std::size_t Pool::Trim(std::size_t floor_bytes) {
   CheckAlive("Trim");
-  // The heap drains its caches and gives back every chunk holding no block (a granted block
-  // freed early is held by the grant registry, so its chunk is never among them); the arena
-  // then trims what the floor and the watermark allow. Chunks it keeps become room again.
-  heap_->ReleaseIdleChunks();
-  return arena_->Trim(floor_bytes);
+  return TrimIdleChunks(*heap_, *arena_, floor_bytes);
 }
 
 void Pool::StartBackgroundWork() {
@@ -35,10 +44,7 @@ void Pool::StartBackgroundWork() {
   if (!grow && !trim) return;
   std::function<void()> periodic;
   if (trim) {
-    periodic = [this, floor = options_.trim_floor] {
-      heap_->ReleaseIdleChunks();
-      arena_->Trim(floor);
-    };
+    periodic = [this, floor = options_.trim_floor] { TrimIdleChunks(*heap_, *arena_, floor); };
   }
   // Without grow_in_background the thread must not keep the watermark: Replenish does.
   arena_->StartGrower(std::move(periodic), std::chrono::milliseconds(options_.trim_interval_ms),
