@@ -1,11 +1,11 @@
-// What per-block remote access costs (pinpool/remote_access.h), on a real device, against
+// What per-block remote access costs (pinpool/verbs_remote_access.h), on a real device, against
 // registering each buffer and against chunk-wide keys, in one run:
 //
 //   primitives   mw_alloc_free            ibv_alloc_mw + ibv_dealloc_mw (a window pool's growth)
-//                grant_revoke/window/S    RemoteAccess::Grant (bind posted) + Revoke + the
+//                grant_revoke/window/S    VerbsRemoteAccess::Grant (bind posted) + Revoke + the
 //                                         LOCAL_INV's completion
-//                grant_revoke/region/S    RemoteAccess::Grant + Revoke (reg + dereg of the range)
-//                range_reg/S              the same ibv_reg_mr + ibv_dereg_mr without pinpool
+//                grant_revoke/region/S    VerbsRemoteAccess::Grant + Revoke (reg + dereg of the
+//                range) range_reg/S              the same ibv_reg_mr + ibv_dereg_mr without pinpool
 //                per_buffer_reg/S         malloc + ibv_reg_mr + ibv_dereg_mr + free: what a
 //                                         program without a pool pays per buffer
 //                send/inv, send/plain     a 0-byte SEND_WITH_INV of a window grant's rkey vs a
@@ -30,16 +30,16 @@
 #include "bench_pool.h"
 #include "bench_verbs.h"
 #include "pinpool/pool.h"
-#include "pinpool/remote_access.h"
 #include "pinpool/verbs.h"
+#include "pinpool/verbs_remote_access.h"
 #include "rc_pair.h"
 
 namespace {
 
 using pinpool::Block;
 using pinpool::GrantMechanism;
-using pinpool::RemoteAccess;
 using pinpool::RemoteGrant;
+using pinpool::VerbsRemoteAccess;
 using pinpool::testing::RcPair;
 using Side = RcPair::Side;
 constexpr Side kServer = Side::kA, kPeer = Side::kB;
@@ -71,25 +71,25 @@ pinpool::Pool* MakePool(std::shared_ptr<pinpool::VerbsDomain> domain) {
   return &pinpool::bench::LeakedPool(std::move(o));
 }
 
-// One connection's RemoteAccess for a benchmark, its completions routed through the pair.
-std::unique_ptr<RemoteAccess> Access(benchmark::State& state, GrantMechanism m) {
-  absl::StatusOr<std::unique_ptr<RemoteAccess>> a =
-      RemoteAccess::Create(*E().server, E().pair->qp(kServer), {.mechanism = m});
+// One connection's VerbsRemoteAccess for a benchmark, its completions routed through the pair.
+std::unique_ptr<VerbsRemoteAccess> Access(benchmark::State& state, GrantMechanism m) {
+  absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> a =
+      VerbsRemoteAccess::Create(*E().server, E().pair->qp(kServer), {.mechanism = m});
   if (!a.ok()) {
     state.SkipWithError(a.status().ToString().c_str());
     return nullptr;
   }
-  RemoteAccess* raw = a->get();
+  VerbsRemoteAccess* raw = a->get();
   E().pair->SetCompletionHook(kServer, [raw](const ibv_wc& wc) { return raw->OnCompletion(wc); });
   return *std::move(a);
 }
 
-void Done(std::unique_ptr<RemoteAccess>& access) {
+void Done(std::unique_ptr<VerbsRemoteAccess>& access) {
   E().pair->SetCompletionHook(kServer, nullptr);
   access.reset();
 }
 
-bool Await(RemoteAccess& access, const RemoteGrant& g) {
+bool Await(VerbsRemoteAccess& access, const RemoteGrant& g) {
   return E().pair->PollUntil(kServer, [&] { return access.Ended(g); }).ok();
 }
 
@@ -127,7 +127,7 @@ void BM_MwAllocFree(benchmark::State& state) {
 
 void BM_GrantRevoke(benchmark::State& state, GrantMechanism m) {
   const auto size = static_cast<std::size_t>(state.range(0));
-  std::unique_ptr<RemoteAccess> access = Access(state, m);
+  std::unique_ptr<VerbsRemoteAccess> access = Access(state, m);
   if (!access) return;
   const Block b = E().server->Allocate(size);
   for (auto _ : state) {
@@ -176,7 +176,7 @@ void BM_PerBufferRegistration(benchmark::State& state) {
 }
 
 void BM_Send(benchmark::State& state, bool invalidate) {
-  std::unique_ptr<RemoteAccess> access = Access(state, GrantMechanism::kWindow);
+  std::unique_ptr<VerbsRemoteAccess> access = Access(state, GrantMechanism::kWindow);
   if (!access) return;
   const Block b = E().server->Allocate(4096);
   for (auto _ : state) {
@@ -202,7 +202,7 @@ enum class Loop { kChunkWide, kWindowSendInv, kWindowLocalInv, kRegion };
 
 void BM_Request(benchmark::State& state, Loop loop) {
   const auto size = static_cast<std::size_t>(state.range(0));
-  std::unique_ptr<RemoteAccess> access;
+  std::unique_ptr<VerbsRemoteAccess> access;
   if (loop != Loop::kChunkWide) {
     access =
         Access(state, loop == Loop::kRegion ? GrantMechanism::kRegion : GrantMechanism::kWindow);

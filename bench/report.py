@@ -696,7 +696,7 @@ class Page:
             self.w()
             self.targets.append(("Grant + revocation cheaper than per-buffer registration", "", "not measured", None))
             return
-        self.w("What it costs to give a peer one block and take it back (`pinpool::RemoteAccess`, "
+        self.w("What it costs to give a peer one block and take it back (`pinpool::VerbsRemoteAccess`, "
                "[remote-access.md](remote-access.md)), on rxe0, medians, `bench/remote_access_benchmark.cc`. "
                "`grant_revoke/window` = `Grant` (a type 2 window bound by a work request on the QP) + "
                "`Revoke` (`IBV_WR_LOCAL_INV`) + its completion; `grant_revoke/region` = `Grant` + `Revoke` "

@@ -32,15 +32,15 @@
 #include <string>
 
 #include "pinpool/pinpool.h"
-#include "pinpool/remote_access.h"
 #include "pinpool/verbs.h"
+#include "pinpool/verbs_remote_access.h"
 #include "rc_pair.h"
 
 namespace {
 
 using pinpool::Block;
-using pinpool::RemoteAccess;
 using pinpool::RemoteGrant;
+using pinpool::VerbsRemoteAccess;
 using Pair = pinpool::testing::RcPair;
 using Side = Pair::Side;
 constexpr Side kServer = Side::kA, kClient = Side::kB;
@@ -121,14 +121,15 @@ int main(int argc, char** argv) {
       Pair::Connect((*server_domain)->pd(), (*client_domain)->pd());
   if (!pair.ok()) return Fail("connecting", pair.status().ToString());
 
-  // One RemoteAccess per connection; every completion of the server's QP goes through it first.
-  std::unique_ptr<RemoteAccess> access;
+  // One VerbsRemoteAccess per connection; every completion of the server's QP goes through it
+  // first.
+  std::unique_ptr<VerbsRemoteAccess> access;
   const auto open_access = [&]() -> bool {
     access.reset();
-    absl::StatusOr<std::unique_ptr<RemoteAccess>> a =
-        RemoteAccess::Create(*server, (*pair)->qp(kServer), {.mechanism = mechanism});
+    absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> a =
+        VerbsRemoteAccess::Create(*server, (*pair)->qp(kServer), {.mechanism = mechanism});
     if (!a.ok()) {
-      Fail("RemoteAccess::Create", a.status().ToString());
+      Fail("VerbsRemoteAccess::Create", a.status().ToString());
       return false;
     }
     access = *std::move(a);
@@ -240,7 +241,7 @@ int main(int argc, char** argv) {
           intact ? "untouched" : "OVERWRITTEN");
       if (*stale != IBV_WC_REM_ACCESS_ERR || !intact) return Fail("late WRITE", "not refused");
       server->Deallocate(next);
-      // A remote access error ends an RC connection: reconnect, with a new RemoteAccess.
+      // A remote access error ends an RC connection: reconnect, with a new VerbsRemoteAccess.
       access->RevokeAllNow();
       if (!(*pair)->Reconnect().ok() || !open_access()) return Fail("reconnect", "failed");
       std::printf("connection re-established after the client's error\n");

@@ -51,8 +51,8 @@
 #include <vector>
 
 #include "pinpool/pinpool.h"
-#include "pinpool/remote_access.h"
 #include "pinpool/verbs.h"
+#include "pinpool/verbs_remote_access.h"
 
 namespace {
 
@@ -217,7 +217,7 @@ class Connection {
     ibv_wc_status status = IBV_WC_SUCCESS;
   };
 
-  // Polls one completion (after `hook`, e.g. RemoteAccess::OnCompletion, declined it).
+  // Polls one completion (after `hook`, e.g. VerbsRemoteAccess::OnCompletion, declined it).
   template <typename Hook>
   Event Poll(Hook&& hook) {
     ibv_wc wc{};
@@ -287,7 +287,7 @@ int Serve(const Args& args) {
   }
   if (listener->verbs == nullptr) Die(role, "no RDMA device has " + args.address);
   if (rdma_listen(listener, 4) != 0) Die(role, Errno("rdma_listen"));
-  // One PD and one pool for every connection; each connection gets its own RemoteAccess.
+  // One PD and one pool for every connection; each connection gets its own VerbsRemoteAccess.
   ibv_pd* pd = ibv_alloc_pd(listener->verbs);
   if (pd == nullptr) Die(role, Errno("ibv_alloc_pd"));
   std::unique_ptr<pinpool::Pool> pool = MakePool(pd, role);
@@ -309,7 +309,7 @@ int Serve(const Args& args) {
     rdma_ack_cm_event(event);
     if (id->verbs != listener->verbs) Die(role, "the connection arrived on another device");
     auto conn = std::make_unique<Connection>(role, id, pd, *pool, 64);
-    auto access = pinpool::RemoteAccess::Create(*pool, conn->qp());
+    auto access = pinpool::VerbsRemoteAccess::Create(*pool, conn->qp());
     if (!access.ok()) Die(role, access.status().ToString());
     rdma_conn_param accept{};
     accept.responder_resources = reads;  // the client's RDMA READs in flight

@@ -2,7 +2,7 @@
 // (VerbsDomain), two RC queue pairs connected to each other (loopback, on one device), an RDMA
 // WRITE from one block into another and an RDMA READ back into a third. No ibv_reg_mr in sight:
 // the blocks come registered, ToSge gives the local side of a work request, and a grant
-// (RemoteAccess) gives the peer access to exactly the target block, for as long as it is not
+// (VerbsRemoteAccess) gives the peer access to exactly the target block, for as long as it is not
 // revoked. The chunk itself stays local-only: the peer can reach nothing else.
 //
 // The QP set-up is support/rc_pair.h: connecting QPs is the application's
@@ -18,8 +18,8 @@
 #include <string>
 
 #include "pinpool/pinpool.h"
-#include "pinpool/remote_access.h"
 #include "pinpool/verbs.h"
+#include "pinpool/verbs_remote_access.h"
 #include "rc_pair.h"
 
 namespace {
@@ -93,9 +93,9 @@ int main() {
 
   // QP B's peer (QP A, "the server") grants it the target block, and sends it what it needs
   // over a control channel: address, rkey, length.
-  absl::StatusOr<std::unique_ptr<pinpool::RemoteAccess>> access =
-      pinpool::RemoteAccess::Create(**pool, (*pair)->qp(Side::kB));
-  if (!access.ok()) return Fail("RemoteAccess::Create", access.status().ToString());
+  absl::StatusOr<std::unique_ptr<pinpool::VerbsRemoteAccess>> access =
+      pinpool::VerbsRemoteAccess::Create(**pool, (*pair)->qp(Side::kB));
+  if (!access.ok()) return Fail("VerbsRemoteAccess::Create", access.status().ToString());
   (*pair)->SetCompletionHook(Side::kB, [&](const ibv_wc& c) { return (*access)->OnCompletion(c); });
   absl::StatusOr<pinpool::RemoteGrant> grant =
       (*access)->Grant(target, {.read = true, .write = true});

@@ -12,7 +12,7 @@
 // Each operation is one signaled work request whose completion is awaited before returning. An
 // error completion (a refused key, say) moves the QPs to the error state: Reconnect() brings
 // both back. Completions that are not the awaited one go to the side's completion hook (e.g.
-// RemoteAccess::OnCompletion, for the work requests pinpool posts on the QP); receive
+// VerbsRemoteAccess::OnCompletion, for the work requests pinpool posts on the QP); receive
 // completions the hook does not claim wait for WaitRecv. Thread safety: none; one thread drives
 // a pair.
 #ifndef PINPOOL_SUPPORT_RC_PAIR_H_

@@ -59,10 +59,10 @@ class PINPOOL_EXPORT Pool {
   static absl::StatusOr<std::unique_ptr<Pool>> Create(PoolOptions options);
 
   // Deregisters and unmaps everything the pool created. Blocks still live become invalid (with
-  // PoolOptions::debug_checks, a warning on stderr counts them). Every RemoteAccess on the pool
-  // must be destroyed first (else this aborts saying so: peers could still reach the memory). Using
-  // the pool afterwards is undefined, like any destroyed object; while its memory is not reused,
-  // calls abort saying so.
+  // PoolOptions::debug_checks, a warning on stderr counts them). Every VerbsRemoteAccess on the
+  // pool must be destroyed first (else this aborts saying so: peers could still reach the memory).
+  // Using the pool afterwards is undefined, like any destroyed object; while its memory is not
+  // reused, calls abort saying so.
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
@@ -76,7 +76,7 @@ class PINPOOL_EXPORT Pool {
 
   // Frees a block from Allocate/Reallocate. An empty block is ignored. Aborts on a double free
   // or a pointer that is not a block's start (see docs/robustness.md for what is caught). A
-  // block a remote grant can still reach (pinpool/remote_access.h) is not reused at once: its
+  // block a remote grant can still reach (pinpool/verbs_remote_access.h) is not reused at once: its
   // grants' revocation starts and the block is held until every one has completed.
   void Deallocate(const Block& block) noexcept;
   // Frees by address and the size it was allocated (or last reallocated) with: as fast as

@@ -42,17 +42,17 @@ struct ChunkStats {
 // `bytes` as pinpool prints sizes ("64 MiB", "1.5 KiB", "17 B"), for messages and reports.
 PINPOOL_EXPORT std::string FormatBytes(std::uint64_t bytes);
 
-// Remote grants of one pool (pinpool/remote_access.h, pinpool/fabric.h), over all its grant
+// Remote grants of one pool (pinpool/verbs_remote_access.h, pinpool/fabric.h), over all its grant
 // holders.
 struct GrantStats {
-  std::uint64_t connections = 0;             // grant holders alive (RemoteAccess, FabricAccess)
-  std::uint64_t live = 0;                    // grants a peer may use now
-  std::uint64_t revoking = 0;                // window invalidations posted, not yet confirmed
-  std::uint64_t grants = 0;                  // grants made, ever
-  std::uint64_t window_binds = 0;            // of which memory windows bound
-  std::uint64_t region_registrations = 0;    // of which range regions registered
-  std::uint64_t local_invalidations = 0;     // window invalidations confirmed (LOCAL_INV)
-  std::uint64_t peer_invalidations = 0;      // windows the peer invalidated (SEND_WITH_INV)
+  std::uint64_t connections = 0;           // grant holders alive (VerbsRemoteAccess, FabricAccess)
+  std::uint64_t live = 0;                  // grants a peer may use now
+  std::uint64_t revoking = 0;              // window invalidations posted, not yet confirmed
+  std::uint64_t grants = 0;                // grants made, ever
+  std::uint64_t window_binds = 0;          // of which memory windows bound
+  std::uint64_t region_registrations = 0;  // of which range regions registered
+  std::uint64_t local_invalidations = 0;   // window invalidations confirmed (LOCAL_INV)
+  std::uint64_t peer_invalidations = 0;    // windows the peer invalidated (SEND_WITH_INV)
   std::uint64_t region_deregistrations = 0;  // range regions deregistered
   std::uint64_t windows_discarded = 0;       // bound windows deallocated to revoke them at once
   std::uint64_t held_blocks = 0;             // freed while a grant reached them: held until it ends

@@ -24,8 +24,8 @@
 // asked for local access only still took a peer's put (measured on soft-RoCE), whether an rkey
 // is packed or not; what keeps peers out of a chunk whose rkey was never packed is only that they
 // lack the key. For per-block grants a peer cannot exceed, use the verbs domain and
-// pinpool::RemoteAccess (pinpool/remote_access.h), or libfabric (pinpool/fabric.h) where the
-// provider enforces ranges.
+// pinpool::VerbsRemoteAccess (pinpool/verbs_remote_access.h), or libfabric (pinpool/fabric.h) where
+// the provider enforces ranges.
 //
 // This header includes <ucp/api/ucp.h>; it belongs to the optional library libpinpool_ucx
 // (CMake: find_package(pinpool CONFIG COMPONENTS ucx), target pinpool::ucx; pkg-config:

@@ -4,7 +4,7 @@
 // A VerbsDomain registers each chunk of every pool it serves as ONE memory region (ibv_reg_mr)
 // with the access rights of its VerbsAccess, so every block of the chunk carries that region's
 // lkey (Block::lkey(d)). By default the region allows local access only; peers are granted one
-// block at a time (pinpool/remote_access.h). Chunk-wide remote rights, where the chunk's rkey
+// block at a time (pinpool/verbs_remote_access.h). Chunk-wide remote rights, where the chunk's rkey
 // (Block::rkey(d)) opens the whole chunk, are an explicit opt-in for trusted peers.
 // A domain either owns its device context and a PD it allocated (Open) or uses the
 // application's PD (Wrap), which must then outlive it.
@@ -35,7 +35,7 @@
 namespace pinpool {
 
 // Remote operations a peer may perform on memory: RDMA READ, RDMA WRITE, atomics (compare-and-
-// swap, fetch-and-add). Used for per-block grants (pinpool/remote_access.h) and, for trusted
+// swap, fetch-and-add). Used for per-block grants (pinpool/verbs_remote_access.h) and, for trusted
 // peers only, for whole chunks (VerbsAccess::trusted_whole_chunk).
 struct RemoteRights {
   bool read = false;
@@ -46,7 +46,7 @@ struct RemoteRights {
 
 // What the device may do with a domain's chunk registrations. The default is local access only:
 // no peer can touch a chunk through the chunk's own region. Peers get access to one block (or a
-// range of one) at a time through grants (pinpool::RemoteAccess), which are revoked before the
+// range of one) at a time through grants (pinpool::VerbsRemoteAccess), which are revoked before the
 // memory is reused; the chunk regions are registered so that grants can bind memory windows
 // over them (IBV_ACCESS_MW_BIND, where the device has type 2 windows).
 struct PINPOOL_EXPORT VerbsAccess {
@@ -71,7 +71,7 @@ struct PINPOOL_EXPORT VerbsAccess {
   int ibv_flags() const noexcept;
 };
 
-// What a device offers per-block grants (pinpool/remote_access.h): type 2 memory windows, and
+// What a device offers per-block grants (pinpool/verbs_remote_access.h): type 2 memory windows, and
 // whether it keeps a peer inside a bound window's range. A window whose bounds are not enforced
 // still revokes (after invalidation its rkey is refused) and is still bound to one connection,
 // but while it is valid a peer can reach the whole region beneath it: the whole chunk.
@@ -202,7 +202,7 @@ struct RemoteBuffer {
 // VerbsAccess::trusted_whole_chunk rights (otherwise the chunk region has no remote rights and
 // any peer access is refused), and then it opens the whole chunk to the peer for the pool's
 // lifetime, whatever `length` says. For any peer that is not fully trusted, grant the block
-// instead (RemoteAccess::Grant).
+// instead (VerbsRemoteAccess::Grant).
 inline RemoteBuffer ToRemoteBuffer(const Block& block, std::size_t domain = 0) noexcept {
   return RemoteBuffer{.address = reinterpret_cast<std::uintptr_t>(block.data()),
                       .rkey = block.rkey(domain),

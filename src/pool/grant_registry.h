@@ -3,7 +3,7 @@
 // is HELD (quarantined): it goes back to the heap only when its last grant has ended, i.e. its
 // revocation completed (a memory window's invalidation was confirmed, a range region was
 // deregistered) or the peer invalidated it. So no block a peer can still reach is ever handed
-// out again. The grant mechanics (windows, regions, queue pairs) live in RemoteAccess; this is
+// out again. The grant mechanics (windows, regions, queue pairs) live in VerbsRemoteAccess; this is
 // only the bookkeeping, free of verbs.
 //
 // While a chunk holds any granted or held block, the arena tags its chunk table entry, which
@@ -67,7 +67,7 @@ class GrantRegistry {
   // Held blocks whose last grant has ended since the last call: the caller frees them.
   std::vector<Released> TakeReleasedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Grant holders of the pool (RemoteAccess, FabricAccess): a pool must not be destroyed while
+  // Grant holders of the pool (VerbsRemoteAccess, FabricAccess): a pool must not be destroyed while
   // one lives.
   void AddHolderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { ++holders_; }
   void RemoveHolderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --holders_; }
@@ -76,7 +76,8 @@ class GrantRegistry {
     return holders_;
   }
 
-  // The grant counters, kept by RemoteAccess under the lock; GrantStats as the pool reports it.
+  // The grant counters, kept by VerbsRemoteAccess under the lock; GrantStats as the pool reports
+  // it.
   GrantStats& countersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return counters_; }
   GrantStats Stats();
 

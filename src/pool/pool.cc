@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "arena/arena.h"
-#include "domain/verbs/windows.h"
 #include "heap/heap.h"
 #include "pinpool/grant_lock.h"
 #include "pinpool/verbs.h"
@@ -14,6 +13,7 @@
 #include "pool/growth_stats.h"
 #include "pool/placement.h"
 #include "pool/validate_options.h"
+#include "providers/verbs/windows.h"
 #include "util/bytes.h"
 #include "util/check.h"
 #include "util/status_macros.h"
@@ -97,7 +97,7 @@ void StoreForLater(T& field, T value) {
 Pool::~Pool() {
   PINPOOL_CHECK(
       grants_->holders() == 0,
-      "pool %p destroyed while %zu grant holders (RemoteAccess, FabricAccess) still use it: "
+      "pool %p destroyed while %zu grant holders (VerbsRemoteAccess, FabricAccess) still use it: "
       "destroy them "
       "first (a peer could still reach the pool's memory)",
       static_cast<const void*>(this), grants_->holders());

@@ -1,6 +1,6 @@
-// Per-block remote grants (pinpool/remote_access.h) against a real device: a peer reaches exactly
-// the granted bytes (READ, WRITE, atomics), only through its own connection for windows, and
-// nothing after a revocation, after its own SEND_WITH_INV or after the block was freed; a freed
+// Per-block remote grants (pinpool/verbs_remote_access.h) against a real device: a peer reaches
+// exactly the granted bytes (READ, WRITE, atomics), only through its own connection for windows,
+// and nothing after a revocation, after its own SEND_WITH_INV or after the block was freed; a freed
 // granted block is held until its revocation completed and never written through a stale grant
 // under churn; windows come from the warm pool and rkeys are not reissued within the stated
 // bound; rxe's windows are recorded as not enforcing their bounds (so the day a kernel fixes that,
@@ -8,8 +8,6 @@
 //
 // Runs in the soft-RoCE guest (rc_pair.h loopback pairs on rxe0): side A is the server, whose
 // pool grants; side B is the peer, with its own device context, PD and pool.
-#include "pinpool/remote_access.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,6 +18,7 @@
 
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
+#include "pinpool/verbs_remote_access.h"
 #include "verbs_test_support.h"
 
 namespace pinpool {
@@ -59,19 +58,19 @@ class RemoteAccessTest : public testing::VerbsTest {
     pair_.reset();
   }
 
-  std::unique_ptr<RemoteAccess> MakeAccess(RcPair& pair, GrantMechanism mechanism,
-                                           std::uint32_t min_idle = 8) {
-    absl::StatusOr<std::unique_ptr<RemoteAccess>> a = RemoteAccess::Create(
+  std::unique_ptr<VerbsRemoteAccess> MakeAccess(RcPair& pair, GrantMechanism mechanism,
+                                                std::uint32_t min_idle = 8) {
+    absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> a = VerbsRemoteAccess::Create(
         *server_, pair.qp(Side::kA), {.mechanism = mechanism, .min_idle_windows = min_idle});
     EXPECT_TRUE(a.ok()) << a.status();
     if (!a.ok()) return nullptr;
-    RemoteAccess* raw = a->get();
+    VerbsRemoteAccess* raw = a->get();
     pair.SetCompletionHook(Side::kA, [raw](const ibv_wc& wc) { return raw->OnCompletion(wc); });
     return *std::move(a);
   }
 
   // Waits (polling the server's completions) until the grant can no longer be used.
-  void AwaitEnded(RcPair& pair, RemoteAccess& access, const RemoteGrant& g) {
+  void AwaitEnded(RcPair& pair, VerbsRemoteAccess& access, const RemoteGrant& g) {
     const absl::Status s = pair.PollUntil(Side::kA, [&] { return access.Ended(g); });
     ASSERT_TRUE(s.ok()) << s;
   }
@@ -95,7 +94,7 @@ class RemoteAccessTest : public testing::VerbsTest {
   std::shared_ptr<VerbsDomain> server_domain_, peer_domain_;
   std::unique_ptr<Pool> server_, peer_;
   std::unique_ptr<RcPair> pair_;
-  std::unique_ptr<RemoteAccess> access_;
+  std::unique_ptr<VerbsRemoteAccess> access_;
   Block peer_buf_;
   bool rxe_ = false;
 };
@@ -225,7 +224,7 @@ TEST_F(RemoteAccessTest, AGrantReachesExactlyItsRangeAndNothingElse) {
 // What pinpool's capability table says of rxe's windows, measured: a WRITE through a window's
 // rkey one byte past the window's end SUCCEEDS on rxe (the kernel checks the region beneath, not
 // the window). If this starts failing with a remote access error, the kernel has been fixed:
-// remove rxe from kUnenforcedWindowBounds (src/domain/verbs/windows.cc) and this expectation.
+// remove rxe from kUnenforcedWindowBounds (src/providers/verbs/windows.cc) and this expectation.
 // On a device that enforces the bounds, the same WRITE must be refused.
 TEST_F(RemoteAccessTest, WindowBoundsAreEnforcedExactlyWhereTheCapabilityTableSaysSo) {
   const WindowSupport& w = server_domain_->windows();
@@ -254,7 +253,7 @@ TEST_F(RemoteAccessTest, WindowBoundsAreEnforcedExactlyWhereTheCapabilityTableSa
   if (rxe_) {
     EXPECT_EQ(*past, IBV_WC_SUCCESS)
         << "rxe refused a WRITE past a window's end: the kernel now enforces window bounds. "
-           "Remove rxe from kUnenforcedWindowBounds (src/domain/verbs/windows.cc) and update "
+           "Remove rxe from kUnenforcedWindowBounds (src/providers/verbs/windows.cc) and update "
            "this test and docs/remote-access.md.";
   } else {
     EXPECT_EQ(*past, IBV_WC_REM_ACCESS_ERR) << StatusName(*past);
@@ -517,7 +516,7 @@ TEST_F(RemoteAccessTest, ChunkWideKeysWhenChosenExposeTheWholeChunk) {
 }
 
 // Bad requests get clear errors; granting a freed (held) block is refused; and a pool cannot be
-// destroyed under a live RemoteAccess.
+// destroyed under a live VerbsRemoteAccess.
 TEST_F(RemoteAccessTest, BadGrantsGetClearErrors) {
   access_ = MakeAccess(*pair_, GrantMechanism::kWindow);
   ASSERT_NE(access_, nullptr);
@@ -535,15 +534,15 @@ TEST_F(RemoteAccessTest, BadGrantsGetClearErrors) {
   EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
   EXPECT_THAT(std::string(again.status().message()), HasSubstr("was freed"));
   EXPECT_DEATH(server_->Deallocate(a), "double free");
-  EXPECT_DEATH(server_.reset(), "grant holders .RemoteAccess, FabricAccess. still use it");
+  EXPECT_DEATH(server_.reset(), "grant holders .VerbsRemoteAccess, FabricAccess. still use it");
 
   // Another PD's QP, and a domain index that is not verbs.
   std::unique_ptr<RcPair> foreign = Connect(peer_domain_->pd(), peer_domain_->pd());
   ASSERT_NE(foreign, nullptr);
   EXPECT_TRUE(
-      absl::IsInvalidArgument(RemoteAccess::Create(*server_, foreign->qp(Side::kA)).status()));
+      absl::IsInvalidArgument(VerbsRemoteAccess::Create(*server_, foreign->qp(Side::kA)).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      RemoteAccess::Create(*server_, pair_->qp(Side::kA), {.domain = 3}).status()));
+      VerbsRemoteAccess::Create(*server_, pair_->qp(Side::kA), {.domain = 3}).status()));
   AwaitEnded(*pair_, *access_, *g);
 }
 

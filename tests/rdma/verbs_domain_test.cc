@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "domain/verbs/device.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
+#include "providers/verbs/device.h"
 #include "verbs_test_support.h"
 
 namespace pinpool {

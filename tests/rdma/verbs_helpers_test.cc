@@ -17,12 +17,12 @@
 #include <optional>
 #include <string>
 
-#include "domain/verbs/access.h"
-#include "domain/verbs/device.h"
-#include "domain/verbs/errors.h"
-#include "domain/verbs/windows.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
+#include "providers/verbs/access.h"
+#include "providers/verbs/device.h"
+#include "providers/verbs/errors.h"
+#include "providers/verbs/windows.h"
 #include "support/counting_domain.h"
 
 namespace pinpool {

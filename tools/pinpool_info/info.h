@@ -111,7 +111,7 @@ struct DeviceInfo {
   bool mw_type2a = false;
   bool mw_type2b = false;
   bool mem_mgt_extensions = false;
-  // What per-block grants get here (pinpool/remote_access.h): type 2 windows and whether they
+  // What per-block grants get here (pinpool/verbs_remote_access.h): type 2 windows and whether they
   // keep a peer inside their range (the library's capability table), so what kAuto chooses.
   WindowSupport grant_windows;
   std::string atomics;          // "none", "hca", "global"

@@ -25,10 +25,10 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "domain/verbs/device.h"
-#include "domain/verbs/windows.h"
 #include "info.h"
 #include "os/os.h"
+#include "providers/verbs/device.h"
+#include "providers/verbs/windows.h"
 
 namespace pinpool::info {
 namespace {

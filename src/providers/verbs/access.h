@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "domain/verbs/device.h"
 #include "pinpool/verbs.h"
+#include "providers/verbs/device.h"
 
 namespace pinpool::internal {
 

@@ -4,7 +4,7 @@
 // provider module, a link that is down, or /dev/infiniband permissions.
 // Stateless; thread-safe as libibverbs is. Every device list and context opened here is released
 // on every path except the context handed to the caller.
-#include "domain/verbs/device.h"
+#include "providers/verbs/device.h"
 
 #include <cerrno>
 #include <charconv>

@@ -1,10 +1,10 @@
-// RemoteAccess: per-block remote access for ONE connection (an RC queue pair), granted to a peer
-// and revoked before the memory is reused.
+// VerbsRemoteAccess: per-block remote access for ONE connection (an RC queue pair), granted to a
+// peer and revoked before the memory is reused.
 //
 // A pool's chunk regions give peers nothing by default (pinpool/verbs.h). To let the peer of a
 // connection RDMA READ, WRITE or use atomics on one block, or on a range inside it, grant it:
 //
-//   auto access = pinpool::RemoteAccess::Create(*pool, qp);       // once per connection
+//   auto access = pinpool::VerbsRemoteAccess::Create(*pool, qp);       // once per connection
 //   absl::StatusOr<pinpool::RemoteGrant> g = (*access)->Grant(block, {.write = true});
 //   send_to_peer(g->remote());                                    // address, rkey, length
 //   ...                                                           // the peer writes
@@ -51,12 +51,12 @@
 // issued again on the PD before 256 x min_idle_windows further window grants (16,384 by
 // default); a stale rkey a peer still holds then names an invalidated window, never a new grant.
 //
-// Lifetime: the pool and the QP must outlive the RemoteAccess (destroy it before the QP: bound
+// Lifetime: the pool and the QP must outlive the VerbsRemoteAccess (destroy it before the QP: bound
 // windows hold a reference to it). Thread safety: every method may be called from any thread;
 // the grant operations of one pool are serialized by one lock (none is on the allocation fast
 // path).
-#ifndef PINPOOL_REMOTE_ACCESS_H_
-#define PINPOOL_REMOTE_ACCESS_H_
+#ifndef PINPOOL_VERBS_REMOTE_ACCESS_H_
+#define PINPOOL_VERBS_REMOTE_ACCESS_H_
 
 #include <infiniband/verbs.h>
 
@@ -91,7 +91,7 @@ constexpr const char* GrantMechanismName(GrantMechanism m) noexcept {
   return "?";
 }
 
-struct RemoteAccessOptions {
+struct VerbsRemoteAccessOptions {
   // The pool's domain (PoolOptions::domains order) the QP's PD belongs to: a VerbsDomain.
   std::size_t domain = 0;
   GrantMechanism mechanism = GrantMechanism::kAuto;
@@ -106,7 +106,7 @@ struct RemoteAccessOptions {
 
 // What a grant gives the peer, and how it is enforced. A default-constructed grant is empty.
 struct RemoteGrant {
-  std::uint64_t id = 0;  // non-zero: the RemoteAccess's handle for Revoke
+  std::uint64_t id = 0;  // non-zero: the VerbsRemoteAccess's handle for Revoke
   std::uint64_t address = 0;
   RKey rkey{};
   std::uint32_t length = 0;
@@ -118,18 +118,18 @@ struct RemoteGrant {
   explicit operator bool() const noexcept { return id != 0; }
 };
 
-class PINPOOL_EXPORT RemoteAccess {
+class PINPOOL_EXPORT VerbsRemoteAccess {
  public:
   // Errors: kInvalidArgument (null QP, a QP that is not RC, a domain index that is not a verbs
   // domain of the pool, a QP on another PD), kUnimplemented (kWindow asked of a device without
   // type 2 windows: the message names the capability), kResourceExhausted (windows could not be
   // allocated).
-  static absl::StatusOr<std::unique_ptr<RemoteAccess>> Create(
-      Pool& pool, ibv_qp* qp, const RemoteAccessOptions& options = {});
+  static absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> Create(
+      Pool& pool, ibv_qp* qp, const VerbsRemoteAccessOptions& options = {});
   // Revokes every grant at once (RevokeAllNow) and releases the blocks they held.
-  ~RemoteAccess();
-  RemoteAccess(const RemoteAccess&) = delete;
-  RemoteAccess& operator=(const RemoteAccess&) = delete;
+  ~VerbsRemoteAccess();
+  VerbsRemoteAccess(const VerbsRemoteAccess&) = delete;
+  VerbsRemoteAccess& operator=(const VerbsRemoteAccess&) = delete;
 
   // Grants the connection's peer `rights` on the whole of `block` (its `size()` bytes), or on
   // [offset, offset + length) of it. `block` must be live, from this pool. Errors:
@@ -171,10 +171,10 @@ class PINPOOL_EXPORT RemoteAccess {
   class PINPOOL_NO_EXPORT Impl;
 
  private:
-  PINPOOL_NO_EXPORT explicit RemoteAccess(std::unique_ptr<Impl> impl);
+  PINPOOL_NO_EXPORT explicit VerbsRemoteAccess(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace pinpool
 
-#endif  // PINPOOL_REMOTE_ACCESS_H_
+#endif  // PINPOOL_VERBS_REMOTE_ACCESS_H_

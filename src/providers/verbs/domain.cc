@@ -15,12 +15,12 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "domain/verbs/access.h"
-#include "domain/verbs/device.h"
-#include "domain/verbs/errors.h"
-#include "domain/verbs/windows.h"
 #include "os/os.h"
 #include "pinpool/verbs.h"
+#include "providers/verbs/access.h"
+#include "providers/verbs/device.h"
+#include "providers/verbs/errors.h"
+#include "providers/verbs/windows.h"
 #include "util/bytes.h"
 #include "util/check.h"
 #include "util/status_macros.h"

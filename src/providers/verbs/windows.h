@@ -25,8 +25,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "domain/verbs/device.h"
 #include "pinpool/verbs.h"
+#include "providers/verbs/device.h"
 #include "util/mutex.h"
 
 namespace pinpool::internal {

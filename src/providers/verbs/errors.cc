@@ -1,7 +1,7 @@
 // The messages of the verbs domain's registration failures: which limit, which numbers, which
 // fix. Kept apart from the domain so they can be tested on machines without an RDMA device.
 // Pure functions; thread-safe.
-#include "domain/verbs/errors.h"
+#include "providers/verbs/errors.h"
 
 #include <bit>
 #include <cerrno>

@@ -1,6 +1,6 @@
 // Memory windows: the capability table and the per-PD pool of idle type 2 windows (see
 // windows.h for the contract).
-#include "domain/verbs/windows.h"
+#include "providers/verbs/windows.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -65,7 +65,7 @@ WindowPool::~WindowPool() {
   if (counts_.windows != counts_.idle) {
     std::fprintf(stderr,
                  "pinpool: the window pool of %s is destroyed with %llu windows still bound "
-                 "(destroy every RemoteAccess before its domain)\n",
+                 "(destroy every VerbsRemoteAccess before its domain)\n",
                  domain_name_.c_str(),
                  static_cast<unsigned long long>(counts_.windows - counts_.idle));
   }
@@ -79,7 +79,8 @@ absl::Status WindowPool::AllocateLocked(std::size_t n) {
       const int err = errno != 0 ? errno : ENOMEM;
       return absl::ResourceExhaustedError(absl::StrFormat(
           "ibv_alloc_mw(type 2) on %s failed (%s) with %d windows allocated (the device allows "
-          "%d): lower RemoteAccessOptions::min_idle_windows or the number of concurrent grants",
+          "%d): lower VerbsRemoteAccessOptions::min_idle_windows or the number of concurrent "
+          "grants",
           domain_name_, std::strerror(err), counts_.windows, max_mw_));
     }
     idle_.push_back(mw);

@@ -1,4 +1,4 @@
-// RemoteAccess: per-block grants for one connection (see pinpool/remote_access.h for the
+// VerbsRemoteAccess: per-block grants for one connection (see pinpool/verbs_remote_access.h for the
 // contract). This file owns the grant records of one connection and the work requests pinpool
 // posts on its QP; the pool's GrantRegistry owns which blocks are reachable or held, and its
 // mutex serializes both (so a free on any thread, a completion and a grant never interleave).
@@ -6,8 +6,6 @@
 // A record lives from its grant until no peer can use it AND no work request of ours still
 // names its window: a window whose LOCAL_INV is queued stays out of the pool until that
 // completion arrives, even if the peer invalidated it first.
-#include "pinpool/remote_access.h"
-
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
@@ -15,9 +13,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "domain/verbs/device.h"
-#include "domain/verbs/windows.h"
 #include "pinpool/grant_lock.h"
+#include "pinpool/verbs_remote_access.h"
+#include "providers/verbs/device.h"
+#include "providers/verbs/windows.h"
 #include "util/bytes.h"
 #include "util/check.h"
 #include "util/status_macros.h"
@@ -26,13 +25,13 @@ namespace pinpool {
 
 using internal::WindowPool;
 
-class RemoteAccess::Impl final : public GrantHolder {
+class VerbsRemoteAccess::Impl final : public GrantHolder {
  public:
   struct Setup {
     Pool* pool;
     std::shared_ptr<VerbsDomain> domain;  // kept alive: its PD and window pool
     ibv_qp* qp;
-    RemoteAccessOptions options;
+    VerbsRemoteAccessOptions options;
     GrantMechanism mechanism;  // kWindow or kRegion
     bool range_enforced;
     unsigned with_invalidate_flag;
@@ -116,7 +115,7 @@ class RemoteAccess::Impl final : public GrantHolder {
   bool closed_ = false;
 };
 
-std::uint32_t RemoteAccess::Impl::NewSlotLocked() {
+std::uint32_t VerbsRemoteAccess::Impl::NewSlotLocked() {
   if (!free_slots_.empty()) {
     const std::uint32_t slot = free_slots_.back();
     free_slots_.pop_back();
@@ -126,30 +125,33 @@ std::uint32_t RemoteAccess::Impl::NewSlotLocked() {
   return static_cast<std::uint32_t>(slots_.size() - 1);
 }
 
-absl::StatusOr<RemoteGrant> RemoteAccess::Impl::Grant(const Block& block, std::size_t offset,
-                                                      std::size_t length, RemoteRights rights) {
+absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::Grant(const Block& block, std::size_t offset,
+                                                           std::size_t length,
+                                                           RemoteRights rights) {
   if (!rights.any()) {
-    return absl::InvalidArgumentError("RemoteAccess::Grant: no rights asked for (RemoteRights)");
-  }
-  if (!block) return absl::InvalidArgumentError("RemoteAccess::Grant: empty Block");
-  if (length == 0 || offset > block.size() || length > block.size() - offset) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("RemoteAccess::Grant: range [%d, %d) is empty or outside the %d-byte block",
-                        offset, offset + length, block.size()));
+        "VerbsRemoteAccess::Grant: no rights asked for (RemoteRights)");
+  }
+  if (!block) return absl::InvalidArgumentError("VerbsRemoteAccess::Grant: empty Block");
+  if (length == 0 || offset > block.size() || length > block.size() - offset) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "VerbsRemoteAccess::Grant: range [%d, %d) is empty or outside the %d-byte block", offset,
+        offset + length, block.size()));
   }
   if (length > UINT32_MAX) {
-    return absl::InvalidArgumentError("RemoteAccess::Grant: a grant covers at most 4 GiB - 1");
+    return absl::InvalidArgumentError("VerbsRemoteAccess::Grant: a grant covers at most 4 GiB - 1");
   }
   if ((rights.write || rights.atomic) && !s_.domain->access().local_write) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "RemoteAccess::Grant: write or atomic rights need a domain with local_write (%s has "
+        "VerbsRemoteAccess::Grant: write or atomic rights need a domain with local_write (%s has "
         "VerbsAccess::local_write off)",
         s_.domain->name()));
   }
   const std::optional<Location> where = s_.pool->Lookup(block.data());
   if (!where || where->domain_count() <= s_.options.domain) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "RemoteAccess::Grant: block %p is not memory of this connection's pool", block.data()));
+        "VerbsRemoteAccess::Grant: block %p is not memory of this connection's pool",
+        block.data()));
   }
   // A live block of this pool, or an abort naming the misuse (as any free of it would).
   s_.pool->UsableSize(block.data());
@@ -160,13 +162,13 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::Grant(const Block& block, std::s
     GrantLock lock(*s_.pool);
     if (closed_) {
       return absl::FailedPreconditionError(
-          "RemoteAccess::Grant: this connection's grants were all revoked (RevokeAllNow, or a "
+          "VerbsRemoteAccess::Grant: this connection's grants were all revoked (RevokeAllNow, or a "
           "work request pinpool posted failed because the QP is in the error state); create a "
-          "new RemoteAccess for a new connection");
+          "new VerbsRemoteAccess for a new connection");
     }
     if (lock.Held(block.data())) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "RemoteAccess::Grant: block %p was freed (it is held until its grants are revoked)",
+          "VerbsRemoteAccess::Grant: block %p was freed (it is held until its grants are revoked)",
           block.data()));
     }
     const std::uint32_t slot = NewSlotLocked();
@@ -193,9 +195,9 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::Grant(const Block& block, std::s
   return grant;
 }
 
-absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantWindowLocked(GrantLock& lock, Record& r,
-                                                                  ibv_mr* chunk_mr,
-                                                                  RemoteRights rights) {
+absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::GrantWindowLocked(GrantLock& lock, Record& r,
+                                                                       ibv_mr* chunk_mr,
+                                                                       RemoteRights rights) {
   PINPOOL_ASSIGN_OR_RETURN(ibv_mw * mw, windows_->Take(s_.options.min_idle_windows));
   const std::uint32_t rkey = ibv_inc_rkey(mw->rkey);
   const std::uint32_t slot = static_cast<std::uint32_t>(&r - slots_.data());
@@ -216,12 +218,12 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantWindowLocked(GrantLock& loc
     windows_->Return(mw);  // never bound
     if (err == ENOMEM) {
       return absl::ResourceExhaustedError(
-          "RemoteAccess::Grant: the QP's send queue is full; size max_send_wr for two pinpool "
+          "VerbsRemoteAccess::Grant: the QP's send queue is full; size max_send_wr for two pinpool "
           "work requests (bind, invalidate) per concurrent window grant, or let completions "
           "drain");
     }
     return absl::InternalError(absl::StrFormat(
-        "RemoteAccess::Grant: posting the window bind failed: %s", std::strerror(err)));
+        "VerbsRemoteAccess::Grant: posting the window bind failed: %s", std::strerror(err)));
   }
   // The provider may not update mw->rkey for a bind posted as a work request; the next bind
   // must name the window by the rkey it has now.
@@ -238,8 +240,8 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantWindowLocked(GrantLock& loc
                      .range_enforced = s_.range_enforced};
 }
 
-absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantRegionLocked(GrantLock& lock, Record& r,
-                                                                  RemoteRights rights) {
+absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::GrantRegionLocked(GrantLock& lock, Record& r,
+                                                                       RemoteRights rights) {
   const int access = ((rights.write || rights.atomic) ? IBV_ACCESS_LOCAL_WRITE : 0) |
                      (rights.read ? IBV_ACCESS_REMOTE_READ : 0) |
                      (rights.write ? IBV_ACCESS_REMOTE_WRITE : 0) |
@@ -251,12 +253,13 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantRegionLocked(GrantLock& loc
     return absl::Status(
         err == ENOMEM || err == EAGAIN ? absl::StatusCode::kResourceExhausted
                                        : absl::StatusCode::kInternal,
-        absl::StrFormat("RemoteAccess::Grant: registering the %s range region on %s failed (%s)%s",
-                        internal::FormatBytes(r.length), s_.domain->name(), std::strerror(err),
-                        err == ENOMEM || err == EAGAIN
-                            ? ": the device's regions or RLIMIT_MEMLOCK (a range region pins its "
-                              "pages once more) ran out"
-                            : ""));
+        absl::StrFormat(
+            "VerbsRemoteAccess::Grant: registering the %s range region on %s failed (%s)%s",
+            internal::FormatBytes(r.length), s_.domain->name(), std::strerror(err),
+            err == ENOMEM || err == EAGAIN
+                ? ": the device's regions or RLIMIT_MEMLOCK (a range region pins its "
+                  "pages once more) ran out"
+                : ""));
   }
   r.mr = mr;
   r.rkey = mr->rkey;
@@ -269,7 +272,7 @@ absl::StatusOr<RemoteGrant> RemoteAccess::Impl::GrantRegionLocked(GrantLock& loc
                      .range_enforced = true};
 }
 
-void RemoteAccess::Impl::EndGrantLocked(GrantLock& lock, Record& r) {
+void VerbsRemoteAccess::Impl::EndGrantLocked(GrantLock& lock, Record& r) {
   if (r.state == State::kLive) {
     --live_;
     --lock.counters().live;
@@ -282,19 +285,19 @@ void RemoteAccess::Impl::EndGrantLocked(GrantLock& lock, Record& r) {
   lock.End(r.block, *this, r.id);
 }
 
-void RemoteAccess::Impl::EraseLocked(std::uint32_t slot) {
+void VerbsRemoteAccess::Impl::EraseLocked(std::uint32_t slot) {
   by_id_.erase(slots_[slot].id);
   slots_[slot] = Record{};
   free_slots_.push_back(slot);
 }
 
-absl::Status RemoteAccess::Impl::RevokeLocked(GrantLock& lock, std::uint32_t slot) {
+absl::Status VerbsRemoteAccess::Impl::RevokeLocked(GrantLock& lock, std::uint32_t slot) {
   Record& r = slots_[slot];
   if (r.state != State::kLive) return absl::OkStatus();
   if (r.mr != nullptr) {
     if (const int err = ibv_dereg_mr(r.mr); err != 0) {
       return absl::InternalError(absl::StrFormat(
-          "RemoteAccess::Revoke: deregistering grant %d's range region failed (%s); the grant "
+          "VerbsRemoteAccess::Revoke: deregistering grant %d's range region failed (%s); the grant "
           "stays live and its block held",
           r.id, std::strerror(err)));
     }
@@ -327,12 +330,12 @@ absl::Status RemoteAccess::Impl::RevokeLocked(GrantLock& lock, std::uint32_t slo
     return absl::OkStatus();
   }
   return absl::InternalError(absl::StrFormat(
-      "RemoteAccess::Revoke: grant %d could be neither invalidated nor deallocated; its block "
+      "VerbsRemoteAccess::Revoke: grant %d could be neither invalidated nor deallocated; its block "
       "stays held for good",
       r.id));
 }
 
-absl::Status RemoteAccess::Impl::Revoke(std::uint64_t id) {
+absl::Status VerbsRemoteAccess::Impl::Revoke(std::uint64_t id) {
   absl::Status status;
   {
     GrantLock lock(*s_.pool);
@@ -340,28 +343,28 @@ absl::Status RemoteAccess::Impl::Revoke(std::uint64_t id) {
     if (it == by_id_.end()) {
       if (id != 0 && id < next_id_) return absl::OkStatus();  // ended already
       return absl::NotFoundError(
-          absl::StrFormat("RemoteAccess::Revoke: this connection never issued grant %d", id));
+          absl::StrFormat("VerbsRemoteAccess::Revoke: this connection never issued grant %d", id));
     }
     status = RevokeLocked(lock, it->second);
   }
   return status;
 }
 
-void RemoteAccess::Impl::RevokeForFree(GrantLock& lock, std::uint64_t id) {
+void VerbsRemoteAccess::Impl::RevokeForFree(GrantLock& lock, std::uint64_t id) {
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return;
   // A region whose deregistration failed keeps its block held: never unsafe.
   RevokeLocked(lock, it->second).IgnoreError();
 }
 
-bool RemoteAccess::Impl::Ended(std::uint64_t id) const {
+bool VerbsRemoteAccess::Impl::Ended(std::uint64_t id) const {
   GrantLock lock(*s_.pool);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return id != 0 && id < next_id_;
   return slots_[it->second].state == State::kEnded;
 }
 
-bool RemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
+bool VerbsRemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
   if (wc.qp_num != s_.qp->qp_num) return false;
   bool ours = false;
   {
@@ -403,7 +406,7 @@ bool RemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
   return ours;
 }
 
-void RemoteAccess::Impl::RevokeAllLocked(GrantLock& lock) {
+void VerbsRemoteAccess::Impl::RevokeAllLocked(GrantLock& lock) {
   closed_ = true;
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
     Record& r = slots_[slot];
@@ -422,19 +425,20 @@ void RemoteAccess::Impl::RevokeAllLocked(GrantLock& lock) {
   }
 }
 
-void RemoteAccess::Impl::RevokeAllNow() {
+void VerbsRemoteAccess::Impl::RevokeAllNow() {
   GrantLock lock(*s_.pool);
   RevokeAllLocked(lock);
 }
 
-// --- RemoteAccess ------------------------------------------------------------------------------
+// --- VerbsRemoteAccess
+// ------------------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<RemoteAccess>> RemoteAccess::Create(
-    Pool& pool, ibv_qp* qp, const RemoteAccessOptions& options) {
-  if (qp == nullptr) return absl::InvalidArgumentError("RemoteAccess::Create: null QP");
+absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> VerbsRemoteAccess::Create(
+    Pool& pool, ibv_qp* qp, const VerbsRemoteAccessOptions& options) {
+  if (qp == nullptr) return absl::InvalidArgumentError("VerbsRemoteAccess::Create: null QP");
   if (qp->qp_type != IBV_QPT_RC) {
     return absl::InvalidArgumentError(
-        "RemoteAccess::Create: grants are for reliable connected (RC) QPs");
+        "VerbsRemoteAccess::Create: grants are for reliable connected (RC) QPs");
   }
   const std::vector<std::shared_ptr<Domain>>& domains = pool.options().domains;
   std::shared_ptr<VerbsDomain> domain =
@@ -442,16 +446,18 @@ absl::StatusOr<std::unique_ptr<RemoteAccess>> RemoteAccess::Create(
           ? std::dynamic_pointer_cast<VerbsDomain>(domains[options.domain])
           : nullptr;
   if (domain == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "RemoteAccess::Create: the pool's domain %d is not a VerbsDomain (RemoteAccessOptions::"
-        "domain)",
-        options.domain));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("VerbsRemoteAccess::Create: the pool's domain %d is not a VerbsDomain "
+                        "(VerbsRemoteAccessOptions::"
+                        "domain)",
+                        options.domain));
   }
   if (qp->pd != domain->pd()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "RemoteAccess::Create: the QP belongs to another protection domain than %s; grants can "
-        "only bind memory of the QP's own PD",
-        domain->name()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("VerbsRemoteAccess::Create: the QP belongs to another protection domain "
+                        "than %s; grants can "
+                        "only bind memory of the QP's own PD",
+                        domain->name()));
   }
   PINPOOL_ASSIGN_OR_RETURN(internal::VerbsDeviceCaps caps, internal::QueryVerbsCaps(qp->context));
   const WindowSupport& w = domain->windows();
@@ -461,7 +467,7 @@ absl::StatusOr<std::unique_ptr<RemoteAccess>> RemoteAccess::Create(
   }
   if (mechanism == GrantMechanism::kWindow && !w.type2) {
     return absl::UnimplementedError(
-        absl::StrFormat("RemoteAccess::Create: window grants asked for, but on %s %s; use "
+        absl::StrFormat("VerbsRemoteAccess::Create: window grants asked for, but on %s %s; use "
                         "GrantMechanism::kRegion or kAuto",
                         domain->device_name(), w.reason));
   }
@@ -476,27 +482,28 @@ absl::StatusOr<std::unique_ptr<RemoteAccess>> RemoteAccess::Create(
                     .mechanism = mechanism,
                     .range_enforced = mechanism == GrantMechanism::kRegion || w.bounds_enforced,
                     .with_invalidate_flag = internal::WithInvalidateFlag(caps)};
-  return std::unique_ptr<RemoteAccess>(new RemoteAccess(std::make_unique<Impl>(std::move(setup))));
+  return std::unique_ptr<VerbsRemoteAccess>(
+      new VerbsRemoteAccess(std::make_unique<Impl>(std::move(setup))));
 }
 
-RemoteAccess::RemoteAccess(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-RemoteAccess::~RemoteAccess() = default;
+VerbsRemoteAccess::VerbsRemoteAccess(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+VerbsRemoteAccess::~VerbsRemoteAccess() = default;
 
-absl::StatusOr<RemoteGrant> RemoteAccess::Grant(const Block& block, RemoteRights rights) {
+absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Grant(const Block& block, RemoteRights rights) {
   return impl_->Grant(block, 0, block.size(), rights);
 }
-absl::StatusOr<RemoteGrant> RemoteAccess::Grant(const Block& block, std::size_t offset,
-                                                std::size_t length, RemoteRights rights) {
+absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Grant(const Block& block, std::size_t offset,
+                                                     std::size_t length, RemoteRights rights) {
   return impl_->Grant(block, offset, length, rights);
 }
-absl::Status RemoteAccess::Revoke(const RemoteGrant& grant) { return impl_->Revoke(grant.id); }
-bool RemoteAccess::Ended(const RemoteGrant& grant) const { return impl_->Ended(grant.id); }
-bool RemoteAccess::OnCompletion(const ibv_wc& wc) { return impl_->OnCompletion(wc); }
-void RemoteAccess::RevokeAllNow() { impl_->RevokeAllNow(); }
-GrantMechanism RemoteAccess::mechanism() const noexcept { return impl_->setup().mechanism; }
-bool RemoteAccess::range_enforced() const noexcept { return impl_->setup().range_enforced; }
-ibv_qp* RemoteAccess::qp() const noexcept { return impl_->setup().qp; }
-std::size_t RemoteAccess::live_grants() const { return impl_->live_grants(); }
-std::size_t RemoteAccess::pending_revocations() const { return impl_->pending_revocations(); }
+absl::Status VerbsRemoteAccess::Revoke(const RemoteGrant& grant) { return impl_->Revoke(grant.id); }
+bool VerbsRemoteAccess::Ended(const RemoteGrant& grant) const { return impl_->Ended(grant.id); }
+bool VerbsRemoteAccess::OnCompletion(const ibv_wc& wc) { return impl_->OnCompletion(wc); }
+void VerbsRemoteAccess::RevokeAllNow() { impl_->RevokeAllNow(); }
+GrantMechanism VerbsRemoteAccess::mechanism() const noexcept { return impl_->setup().mechanism; }
+bool VerbsRemoteAccess::range_enforced() const noexcept { return impl_->setup().range_enforced; }
+ibv_qp* VerbsRemoteAccess::qp() const noexcept { return impl_->setup().qp; }
+std::size_t VerbsRemoteAccess::live_grants() const { return impl_->live_grants(); }
+std::size_t VerbsRemoteAccess::pending_revocations() const { return impl_->pending_revocations(); }
 
 }  // namespace pinpool

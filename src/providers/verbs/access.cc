@@ -2,7 +2,7 @@
 // per domain, that the device can honour them. ODP is the capability most often missing (rxe
 // and many NICs have none), and ibv_reg_mr only says EINVAL about it, so the check names it.
 // Pure functions; thread-safe.
-#include "domain/verbs/access.h"
+#include "providers/verbs/access.h"
 
 #include "absl/strings/str_format.h"
 
