@@ -42,6 +42,7 @@ namespace pinpool {
 
 namespace internal {
 class Arena;
+class BackgroundWork;
 class GrantRegistry;
 class Heap;
 }  // namespace internal
@@ -145,15 +146,17 @@ class PINPOOL_EXPORT Pool {
   PINPOOL_NO_EXPORT void DeallocateSlow(void* data, std::size_t size) noexcept;
   // Aborts, naming `what`, if the pool has been destroyed (and its memory not yet reused).
   PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
-  // The grower thread (low watermark) and the trim policy, as the options ask (pool/growth.cc).
+  // The background thread (low watermark, trim policy), as the options ask (pool/growth.cc).
   PINPOOL_NO_EXPORT void StartBackgroundWork();
 
   static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
   static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"
 
+  // Destroyed in reverse order: each one uses only those declared before it.
   std::unique_ptr<internal::Arena> arena_;
   std::unique_ptr<internal::Heap> heap_;
   std::unique_ptr<internal::GrantRegistry> grants_;
+  std::unique_ptr<internal::BackgroundWork> background_;  // null when the options ask for none
   // Copies of the heap's id, free-mark secret and page map and of the arena's chunk map, so the
   // fast path reads one cache line of the Pool instead of chasing into the Heap and the Arena.
   // The destructor sets heap_id_ to a dead id and range_size_ and max_block_ to 0, so that a
@@ -169,6 +172,9 @@ class PINPOOL_EXPORT Pool {
   const void* page_table_ = nullptr;
   std::uint64_t alive_ = kAlive;
   PoolOptions options_;  // as created with, the default domain filled in
+  // Seconds Create took to map its first chunk and all of initial_size; -1 when it mapped none.
+  double startup_first_chunk_ = -1;
+  double startup_initial_size_ = -1;
 };
 
 }  // namespace pinpool

@@ -1,6 +1,6 @@
 // The arena's chunks and their growth: claim a slot, build the chunk with no lock held, publish
-// it (arena.h has the contract). Reserve's parallel workers live here too; the background grower
-// and Replenish are in growth.cc, trim in trim.cc.
+// it (arena.h has the contract). Reserve's parallel workers live here too; the watermark
+// primitives (Replenish, WaitBelowWatermark) are in growth.cc, trim in trim.cc.
 #include "arena/arena.h"
 
 #include <algorithm>
@@ -58,7 +58,6 @@ Arena::Arena(ArenaConfig config, os::Range range)
 }
 
 Arena::~Arena() {
-  StopGrower();
   MutexLock lock(&mu_);
   // Nobody else may use a destroyed arena, but a Reserve worker or an allocation could still be
   // building a chunk if the pool was destroyed under it (a bug): wait for them rather than unmap
@@ -80,8 +79,6 @@ std::size_t Arena::DomainsThatPin(Pinning kind) const noexcept {
   for (const auto& d : config_.domains) n += d->pinning() == kind ? 1 : 0;
   return n;
 }
-
-double Arena::SecondsSinceCreation() const { return SecondsSince(created_); }
 
 absl::StatusOr<std::uint32_t> Arena::ClaimLocked() {
   const std::size_t size = config_.chunk_size;
@@ -221,10 +218,6 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   table_[index].store(reinterpret_cast<std::uintptr_t>(c), std::memory_order_release);
   if (why == Why::kBackground) ++background_growths_;
   if (why == Why::kAllocation) ++allocation_growths_;
-  if (seconds_to_first_chunk_ < 0) seconds_to_first_chunk_ = SecondsSinceCreation();
-  if (seconds_to_startup_target_ < 0 && ready_ * config_.chunk_size >= startup_target_) {
-    seconds_to_startup_target_ = SecondsSinceCreation();
-  }
   return absl::OkStatus();
 }
 
@@ -277,7 +270,7 @@ void* Arena::Carve(std::size_t size, std::size_t alignment) {
   MutexLock lock(&mu_);
   for (bool waited = false;;) {
     if (void* p = CarveLocked(size, alignment)) {
-      if (BelowWatermarkLocked()) grower_wake_.NotifyAll();
+      if (BelowWatermarkLocked()) below_watermark_.NotifyAll();
       return p;
     }
     if (growing_ != 0) {
@@ -304,7 +297,7 @@ void Arena::ReturnChunk(const void* chunk_base) {
   carved_end_[index].store(0, std::memory_order_release);
 }
 
-absl::Status Arena::Reserve(std::size_t bytes) {
+absl::Status Arena::Reserve(std::size_t bytes, std::chrono::steady_clock::time_point* first_added) {
   const std::size_t want = (bytes + config_.chunk_size - 1) / config_.chunk_size;
   MutexLock lock(&mu_);
   for (;;) {
@@ -336,7 +329,9 @@ absl::Status Arena::Reserve(std::size_t bytes) {
         absl::StatusOr<Built> built = Build(claimed[i]);
         MutexLock relock(&mu_);
         if (absl::Status s = PublishLocked(claimed[i], std::move(built), Why::kReserve); s.ok()) {
-          ++added;
+          if (added++ == 0 && first_added != nullptr) {
+            *first_added = std::chrono::steady_clock::now();
+          }
         } else {
           errors.push_back(s);
           failed.store(true);
@@ -380,14 +375,6 @@ absl::Status Arena::last_growth_error() const {
   return last_growth_error_;
 }
 
-void Arena::SetStartupTarget(std::size_t bytes) {
-  MutexLock lock(&mu_);
-  startup_target_ = bytes;
-  if (ready_ * config_.chunk_size >= bytes && seconds_to_startup_target_ < 0) {
-    seconds_to_startup_target_ = SecondsSinceCreation();
-  }
-}
-
 ArenaStats Arena::Stats() const {
   MutexLock lock(&mu_);
   ArenaStats s;
@@ -403,8 +390,6 @@ ArenaStats Arena::Stats() const {
   s.growth_waits = growth_waits_;
   s.trims = trims_;
   s.trimmed_bytes = trimmed_bytes_;
-  s.seconds_to_first_chunk = seconds_to_first_chunk_;
-  s.seconds_to_startup_target = seconds_to_startup_target_;
   s.numa_node = config_.numa_node;
   const std::size_t mapped = ready_ * config_.chunk_size;
   s.pinned_bytes = DomainsThatPin(Pinning::kLongTerm) != 0 ? mapped : 0;

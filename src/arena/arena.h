@@ -11,7 +11,8 @@
 // checked for it and every chunk already in flight), build it with no lock held (map on the
 // configured NUMA node, populate, register with every domain in order; a failure at any step
 // undoes the earlier ones, so no chunk is ever half-registered), then publish it under `mu_`. So
-// chunks grow in parallel (Reserve's workers, growth.cc's background grower and Replenish, an
+// chunks grow in parallel (Reserve's workers, Replenish from the pool's background work or the
+// application, an
 // allocation that finds no room), and nobody ever waits for a lock held across a registration:
 // an allocation that finds no room while a chunk is in flight waits for that chunk (or its
 // failure) on a condition variable, else grows one itself. A failure anywhere is counted and kept
@@ -40,7 +41,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -93,15 +93,12 @@ struct ArenaStats {
   std::size_t chunks_growing = 0;  // chunks being mapped and registered now
   std::size_t uncarved_bytes = 0;  // room in ready chunks the heap has not taken
   std::size_t low_watermark = 0;
-  std::uint64_t background_growths = 0;  // chunks added by the grower thread or Replenish
+  std::uint64_t background_growths =
+      0;  // chunks added by Replenish (background work or the application)
   std::uint64_t allocation_growths = 0;  // chunks added because an allocation found no room
   std::uint64_t growth_waits = 0;        // allocations that waited for a chunk in flight
   std::uint64_t trims = 0;               // chunks given back
   std::uint64_t trimmed_bytes = 0;
-  // Seconds from the arena's creation to its first chunk, and to the first moment it held the
-  // size it was asked to reach at start-up (SetStartupTarget); -1 while not reached.
-  double seconds_to_first_chunk = -1;
-  double seconds_to_startup_target = -1;
   int numa_node = -1;
   std::vector<Placement> placements;  // placements[i] is chunks[i]'s
   std::size_t pinned_bytes = 0;       // chunks held by a long-term pinning domain
@@ -114,7 +111,7 @@ class Arena {
  public:
   // Reserves the range (kResourceExhausted when the address space is not there).
   static absl::StatusOr<std::unique_ptr<Arena>> Create(ArenaConfig config);
-  ~Arena();  // stops the grower, then deregisters and unmaps every chunk
+  ~Arena();  // deregisters and unmaps every chunk
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
@@ -166,29 +163,25 @@ class Arena {
 
   // Grows until at least `bytes` are mapped, building up to reserve_threads chunks at once (each
   // worker on the NUMA node's CPUs). Chunks built before a failure stay; the error says how many
-  // of those asked for were added.
-  absl::Status Reserve(std::size_t bytes);
+  // of those asked for were added. `first_added`, when given, is set to when the first chunk this
+  // call added was published (left alone when it added none).
+  absl::Status Reserve(std::size_t bytes,
+                       std::chrono::steady_clock::time_point* first_added = nullptr);
   absl::Status last_growth_error() const;
-  // The mapped size start-up aims at (Create's initial size), for seconds_to_startup_target.
-  void SetStartupTarget(std::size_t bytes);
 
-  // Growth off the allocation path (growth.cc). True when the room no allocation has taken yet,
-  // counting chunks in flight, is below the low watermark and the budget has room. Lock-free.
+  // Growth off the allocation path (growth.cc): primitives for whoever keeps the low watermark
+  // (the pool's background work, or the application through Pool::Replenish). True when the
+  // room no allocation has taken yet, counting chunks in flight, is below the low watermark and
+  // the budget has room. Lock-free.
   bool BelowWatermark() const noexcept;
-  // Adds chunks on the calling thread while below the watermark, at most `max_chunks`: the
-  // application's event loop calls it (Pool::Replenish). OK when none was needed.
+  // Adds chunks on the calling thread while below the watermark, at most `max_chunks`. OK when
+  // none was needed.
   absl::Status Replenish(std::size_t max_chunks);
-  // Starts and stops the pool-owned grower thread, which sleeps until an allocation takes the
-  // room below the watermark, then adds chunks until it is met (backing off after a failure).
-  // With `every` > 0 it also runs `periodic` (the pool's trim policy) that often, with no arena
-  // lock held. Started only when there is something to do; stopped before what `periodic` uses
-  // goes away.
-  // keep_watermark false: the thread runs `periodic` only (the application keeps the watermark
-  // with Replenish).
-  void StartGrower(std::function<void()> periodic = {},
-                   std::chrono::milliseconds every = std::chrono::milliseconds(0),
-                   bool keep_watermark = true);
-  void StopGrower();
+  // Blocks until the room is below the watermark (an allocation took it: Carve signals it),
+  // `deadline` passes, or ReleaseWaiters was called. Returns BelowWatermark() as it leaves.
+  bool WaitBelowWatermark(std::chrono::steady_clock::time_point deadline);
+  // Every WaitBelowWatermark, now and later, returns at once (for the waiter's shutdown).
+  void ReleaseWaiters();
 
   // Trim (trim.cc): deregisters and unmaps ready chunks that hold nothing (nothing carved, no
   // granted blocks), highest first, while more than `floor_bytes` stay mapped and the room left
@@ -226,9 +219,7 @@ class Arena {
   absl::Status GrowOne(Why why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void* CarveLocked(std::size_t size, std::size_t alignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool BelowWatermarkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void GrowerLoop();
   std::size_t DomainsThatPin(Pinning kind) const noexcept;
-  double SecondsSinceCreation() const;
 
   const ArenaConfig config_;
   const os::Range range_;
@@ -238,13 +229,12 @@ class Arena {
   const std::unique_ptr<std::atomic<std::uintptr_t>[]> table_;
   // carved_ again, readable without the lock (written under it).
   const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
-  const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   // Domains that did not opt into concurrent registration are called one chunk at a time.
   const std::unique_ptr<Mutex[]> domain_mu_;
 
   mutable Mutex mu_;
-  CondVar chunk_done_;   // a chunk in flight was published or failed
-  CondVar grower_wake_;  // an allocation went below the watermark, or the grower must stop
+  CondVar chunk_done_;       // a chunk in flight was published or failed
+  CondVar below_watermark_;  // an allocation took the room below the watermark, or ReleaseWaiters
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<ChunkInfo>> chunks_ ABSL_GUARDED_BY(mu_);   // by slot; null if none
   std::vector<std::unique_ptr<ChunkInfo>> retired_ ABSL_GUARDED_BY(mu_);  // trimmed chunks' records
@@ -266,15 +256,8 @@ class Arena {
   std::uint64_t growth_waits_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t trims_ ABSL_GUARDED_BY(mu_) = 0;
   std::uint64_t trimmed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::size_t startup_target_ ABSL_GUARDED_BY(mu_) = 0;
-  double seconds_to_first_chunk_ ABSL_GUARDED_BY(mu_) = -1;
-  double seconds_to_startup_target_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Status last_growth_error_ ABSL_GUARDED_BY(mu_);
-  bool grower_stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::function<void()> periodic_;  // set before the grower starts, read by it alone
-  std::chrono::milliseconds periodic_every_{0};
-  bool keep_watermark_ = true;
-  std::thread grower_;  // started and stopped by the pool's thread
+  bool waiters_released_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace pinpool::internal

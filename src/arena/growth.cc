@@ -1,24 +1,17 @@
-// Growth off the allocation path: the low watermark of room no allocation has taken yet (the
-// uncarved bytes of ready chunks, plus chunks in flight), kept up by the pool-owned grower thread
-// or by Replenish from the application's own event loop, or both. Either one adds a chunk with
-// Arena::GrowOne, which holds no lock across the registration, so allocations meanwhile carve
+// The arena's primitives for growth off the allocation path: the low watermark of room no
+// allocation has taken yet (the uncarved bytes of ready chunks, plus chunks in flight), tested
+// lock-free (BelowWatermark), kept up by Replenish, and waited for by WaitBelowWatermark, which
+// Carve wakes when an allocation takes the room below the watermark. Who keeps the watermark,
+// when, and how it backs off after a failure is the pool's business (pool/background.cc, or the
+// application calling Pool::Replenish): the arena runs no thread of its own. Replenish adds a
+// chunk with GrowOne, which holds no lock across the registration, so allocations meanwhile carve
 // from the chunks already there, and one that finds no room waits for the chunk in flight only.
 //
-// The grower sleeps on grower_wake_ until Carve leaves the room below the watermark. After a
-// failure (RLIMIT_MEMLOCK, a domain refusing) it backs off, 10 ms doubling to 2 s, so that a
-// lasting cause is counted a few times, not thousands; it is never a reason to stop allocating.
-// A spent budget is no failure here: there is nothing left to keep the watermark with. The same
-// thread runs the pool's trim policy (PoolOptions::trim_interval_ms) between growths.
-//
-// Thread safety: as the arena (arena.h). StartGrower and StopGrower are called by the pool's
-// owner thread (creation, destruction).
+// Thread safety: as the arena (arena.h): any thread, any number at once.
 #include <algorithm>
 #include <chrono>
-#include <functional>
-#include <utility>
 
 #include "arena/arena.h"
-#include "os/os.h"
 #include "util/status_macros.h"
 
 namespace pinpool::internal {
@@ -46,58 +39,21 @@ absl::Status Arena::Replenish(std::size_t max_chunks) {
   return absl::OkStatus();
 }
 
-void Arena::StartGrower(std::function<void()> periodic, std::chrono::milliseconds every,
-                        bool keep_watermark) {
-  if (grower_.joinable()) return;
-  keep_watermark_ = keep_watermark && config_.low_watermark != 0;
-  if (every.count() > 0 && periodic) {
-    periodic_ = std::move(periodic);
-    periodic_every_ = every;
-  }
-  if (!keep_watermark_ && !periodic_) return;
-  grower_ = std::thread([this] { GrowerLoop(); });
-}
-
-void Arena::StopGrower() {
-  if (!grower_.joinable()) return;
-  {
-    MutexLock lock(&mu_);
-    grower_stop_ = true;
-    grower_wake_.NotifyAll();
-  }
-  grower_.join();
-}
-
-void Arena::GrowerLoop() {
-  if (config_.numa_node >= 0) os::RunOnNodeCpus(config_.numa_node);
-  constexpr auto kFirstBackoff = std::chrono::milliseconds(10);
-  constexpr auto kMaxBackoff = std::chrono::seconds(2);
-  std::chrono::nanoseconds backoff = kFirstBackoff;
-  auto next_periodic = std::chrono::steady_clock::now() + periodic_every_;
+bool Arena::WaitBelowWatermark(std::chrono::steady_clock::time_point deadline) {
   MutexLock lock(&mu_);
-  while (!grower_stop_) {
-    if (periodic_ && std::chrono::steady_clock::now() >= next_periodic) {
-      mu_.Unlock();
-      periodic_();
-      mu_.Lock();
-      next_periodic = std::chrono::steady_clock::now() + periodic_every_;
-      continue;
-    }
-    if (!keep_watermark_ || !BelowWatermarkLocked()) {
-      if (periodic_) {
-        grower_wake_.WaitFor(&mu_, next_periodic - std::chrono::steady_clock::now());
-      } else {
-        grower_wake_.Wait(&mu_);
-      }
-      continue;
-    }
-    if (GrowOne(Why::kBackground).ok()) {
-      backoff = kFirstBackoff;
-      continue;
-    }
-    grower_wake_.WaitFor(&mu_, backoff);  // a stop wakes it early
-    backoff = std::min<std::chrono::nanoseconds>(backoff * 2, kMaxBackoff);
+  while (!waiters_released_ && !BelowWatermarkLocked()) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) break;
+    // In slices: a far deadline (time_point::max) must not overflow the clock arithmetic.
+    below_watermark_.WaitFor(&mu_, std::min<std::chrono::nanoseconds>(left, std::chrono::hours(1)));
   }
+  return BelowWatermarkLocked();
+}
+
+void Arena::ReleaseWaiters() {
+  MutexLock lock(&mu_);
+  waiters_released_ = true;
+  below_watermark_.NotifyAll();
 }
 
 }  // namespace pinpool::internal

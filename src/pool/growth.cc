@@ -1,14 +1,14 @@
 // The pool's face of growth off the allocation path, trim and placement: Replenish and
-// NeedsReplenish for an application's event loop, Trim, and the growth figures of GetStats. The
-// work is the arena's (arena/growth.cc, arena/trim.cc); this file only forwards and translates.
+// NeedsReplenish for an application's event loop, Trim, starting the background work the
+// options ask for (pool/background.h), and the growth figures of GetStats. The work itself is the
+// arena's (arena/growth.cc, arena/trim.cc) and the heap's.
 // Thread safety: as Pool (any thread; Trim and Replenish may race with allocation).
 #include <chrono>
-#include <functional>
-#include <utility>
 
 #include "arena/arena.h"
 #include "heap/heap.h"
 #include "pinpool/pool.h"
+#include "pool/background.h"
 #include "pool/growth_stats.h"
 
 namespace pinpool {
@@ -20,40 +20,24 @@ absl::Status Pool::Replenish(std::size_t max_chunks) {
   return arena_->Replenish(max_chunks);
 }
 
-namespace {
-
-// The heap drains its caches and gives back every chunk holding no block (a granted block freed
-// early is held by the grant registry, so its chunk is never among them); the arena then trims
-// what the floor and the watermark allow. Chunks it keeps become room again. Trim and the trim
-// policy's thread both do this.
-std::size_t TrimIdleChunks(internal::Heap& heap, internal::Arena& arena, std::size_t floor_bytes) {
-  heap.ReleaseIdleChunks();
-  return arena.Trim(floor_bytes);
-}
-
-}  // namespace
-
 std::size_t Pool::Trim(std::size_t floor_bytes) {
   CheckAlive("Trim");
-  return TrimIdleChunks(*heap_, *arena_, floor_bytes);
+  return internal::TrimIdleChunks(*heap_, *arena_, floor_bytes);
 }
 
 void Pool::StartBackgroundWork() {
-  const bool grow = options_.grow_in_background && options_.low_watermark != 0;
-  const bool trim = options_.trim_interval_ms != 0;
-  if (!grow && !trim) return;
-  std::function<void()> periodic;
-  if (trim) {
-    periodic = [this, floor = options_.trim_floor] { TrimIdleChunks(*heap_, *arena_, floor); };
-  }
-  // Without grow_in_background the thread must not keep the watermark: Replenish does.
-  arena_->StartGrower(std::move(periodic), std::chrono::milliseconds(options_.trim_interval_ms),
-                      /*keep_watermark=*/grow);
+  background_ = internal::BackgroundWork::Start(
+      *heap_, *arena_,
+      {// Without grow_in_background the application keeps the watermark (Replenish).
+       .keep_watermark = options_.grow_in_background && options_.low_watermark != 0,
+       .trim_every = std::chrono::milliseconds(options_.trim_interval_ms),
+       .trim_floor = options_.trim_floor,
+       .numa_node = arena_->Stats().numa_node});
 }
 
 namespace internal {
 
-void FillGrowthStats(const ArenaStats& a, PoolStats& stats) {
+void FillGrowthStats(const ArenaStats& a, const StartupTimes& startup, PoolStats& stats) {
   GrowthStats& g = stats.growth;
   g.low_watermark = a.low_watermark;
   g.room_bytes = a.uncarved_bytes;
@@ -63,8 +47,8 @@ void FillGrowthStats(const ArenaStats& a, PoolStats& stats) {
   g.growth_waits = a.growth_waits;
   g.trims = a.trims;
   g.trimmed_bytes = a.trimmed_bytes;
-  g.seconds_to_first_chunk = a.seconds_to_first_chunk;
-  g.seconds_to_initial_size = a.seconds_to_startup_target;
+  g.seconds_to_first_chunk = startup.first_chunk;
+  g.seconds_to_initial_size = startup.initial_size;
   g.numa_node = a.numa_node;
   stats.growths = a.chunks.size() + a.trims;
   for (std::size_t i = 0; i < stats.chunks.size() && i < a.placements.size(); ++i) {

@@ -8,9 +8,16 @@
 
 namespace pinpool::internal {
 
+// How long Create took to map its first chunk and all of initial_size, in seconds; -1 when it
+// mapped none (initial_size 0) or failed before.
+struct StartupTimes {
+  double first_chunk = -1;
+  double initial_size = -1;
+};
+
 // Fills stats.growth, stats.growths and stats.chunks[i].numa_node (chunks already filled from
 // `arena`, in the same order).
-void FillGrowthStats(const ArenaStats& arena, PoolStats& stats);
+void FillGrowthStats(const ArenaStats& arena, const StartupTimes& startup, PoolStats& stats);
 
 }  // namespace pinpool::internal
 

@@ -3,12 +3,14 @@
 // (docs/robustness.md has the policy for each misuse).
 #include "pinpool/pool.h"
 
+#include <chrono>
 #include <utility>
 
 #include "arena/arena.h"
 #include "heap/heap.h"
 #include "pinpool/grant_lock.h"
 #include "pinpool/verbs.h"
+#include "pool/background.h"
 #include "pool/grant_registry.h"
 #include "pool/growth_stats.h"
 #include "pool/placement.h"
@@ -45,8 +47,14 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
                            internal::Heap::Create(arena.get(), options.debug_checks));
   std::unique_ptr<Pool> pool(new Pool(std::move(arena), std::move(heap)));
   pool->options_ = std::move(options);
-  pool->arena_->SetStartupTarget(pool->options_.initial_size);
-  PINPOOL_RETURN_IF_ERROR(pool->Reserve(pool->options_.initial_size));
+  const auto start = std::chrono::steady_clock::now();
+  auto first_chunk = start;
+  PINPOOL_RETURN_IF_ERROR(pool->arena_->Reserve(pool->options_.initial_size, &first_chunk));
+  if (pool->options_.initial_size != 0) {
+    const auto seconds = [&](auto t) { return std::chrono::duration<double>(t - start).count(); };
+    pool->startup_first_chunk_ = seconds(first_chunk);
+    pool->startup_initial_size_ = seconds(std::chrono::steady_clock::now());
+  }
   pool->StartBackgroundWork();
   return pool;
 }
@@ -105,10 +113,8 @@ Pool::~Pool() {
   StoreForLater(range_size_, std::size_t{0});
   StoreForLater(max_block_, std::size_t{0});
   StoreForLater(alive_, kDestroyed);
-  arena_->StopGrower();  // its trim policy uses the heap
-  grants_.reset();
-  heap_.reset();
-  arena_.reset();
+  // The members go in reverse order of declaration: the background work stops first, then the
+  // grant registry, the heap (which lets go of the chunks) and the arena (which unmaps them).
 }
 
 void Pool::CheckAlive(const char* what) const noexcept {
@@ -260,7 +266,6 @@ PoolStats Pool::GetStats() const {
   stats.mapped_bytes = a.chunks.size() * a.chunk_size;
   stats.pinned_bytes = a.pinned_bytes;
   stats.locked_bytes = a.locked_bytes;
-  stats.growths = a.chunks.size();
   stats.growth_failures = a.growth_failures;
   stats.memlock_limit = memlock.limit;
   stats.process_locked_bytes = memlock.locked;
@@ -270,7 +275,7 @@ PoolStats Pool::GetStats() const {
     stats.chunks.push_back({c.base, c.size, c.page_size, c.huge_bytes, c.index,
                             std::vector<Keys>(c.keys, c.keys + c.domain_count)});
   }
-  internal::FillGrowthStats(a, stats);
+  internal::FillGrowthStats(a, {startup_first_chunk_, startup_initial_size_}, stats);
   for (const internal::ArenaStats::DomainCounters& d : a.domains) {
     stats.domains.push_back(
         {d.name, d.kind, d.pinning, d.registrations, d.registered_bytes, d.seconds, d.max_seconds});
