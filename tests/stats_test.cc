@@ -250,29 +250,45 @@ TEST(StatsJsonTest, EmptyStatsAreValidJson) {
   EXPECT_EQ(v["heap_fragmentation"].Number(), 0);
 }
 
+// The value ToString gives `name` on its own line ("  name   value   help"), or "" without one.
+std::string LineValue(const std::string& text, const std::string& name) {
+  const std::string head = "\n  " + name + " ";
+  const std::size_t at = text.find(head);
+  if (at == std::string::npos) return "";
+  const std::size_t value = text.find_first_not_of(' ', at + head.size());
+  const std::size_t end = text.find("  ", value);
+  return text.substr(value, end - value);
+}
+
 TEST(StatsStringTest, SaysHeadroomFragmentationAndEachChunksKeys) {
   const std::string text = MadeUp().ToString();
-  EXPECT_THAT(text, HasSubstr("memlock headroom 5 MiB for long-term pins, 7 MiB for locks"));
-  EXPECT_THAT(text, HasSubstr("fragmentation: 25.0% of active heap pages unused; 5 MiB of 8 MiB "
-                              "mapped not in blocks (62.5%)"));
+  EXPECT_EQ(LineValue(text, "pin_headroom"), "5 MiB") << text;
+  EXPECT_EQ(LineValue(text, "lock_headroom"), "7 MiB");
+  EXPECT_EQ(LineValue(text, "heap_fragmentation"), "25.0%");
+  EXPECT_EQ(LineValue(text, "mapped_unused_bytes"), "5 MiB");
+  EXPECT_EQ(LineValue(text, "mapped_unused_fraction"), "62.5%");
   EXPECT_THAT(text, HasSubstr("rxe0/pd0 lkey 0x1234 rkey 0x5678"));
   EXPECT_THAT(text, HasSubstr("io_uring/fd3 buffer 7"));
   EXPECT_THAT(text, HasSubstr("mlock (resident, not pinned) (no keys)"));
   PoolStats exempt = MadeUp();
   exempt.memlock_exempt = true;
-  EXPECT_THAT(exempt.ToString(), HasSubstr("memlock headroom: no limit (CAP_IPC_LOCK)"));
+  EXPECT_EQ(LineValue(exempt.ToString(), "pin_headroom"), "no limit");
+  EXPECT_EQ(LineValue(exempt.ToString(), "memlock_exempt"), "yes");
 }
 
 TEST(StatsStringTest, SaysWhatIsPinnedAndWhatIsOnlyLockedAndWhatEachDomainDoes) {
   const std::string text = MadeUp().ToString();
-  EXPECT_THAT(text, HasSubstr("2 MiB long-term pinned (physical addresses fixed), 2 MiB locked "
-                              "(resident, may move)"));
-  EXPECT_THAT(text, HasSubstr("the process has 3 MiB long-term pinned (VmPin), 1 MiB locked "
-                              "(VmLck)"));
-  EXPECT_THAT(text, HasSubstr("domain mlock (resident, not pinned) (host): resident, not pinned: "
-                              "the physical address may change; not for DMA;"));
-  EXPECT_THAT(text, HasSubstr("domain rxe0/pd0 (verbs): long-term pinned: physical addresses "
-                              "fixed (counted in VmPin);"));
+  EXPECT_EQ(LineValue(text, "pinned_bytes"), "2 MiB");
+  EXPECT_EQ(LineValue(text, "locked_bytes"), "2 MiB");
+  EXPECT_EQ(LineValue(text, "process_pinned_bytes"), "3 MiB");
+  EXPECT_EQ(LineValue(text, "process_locked_bytes"), "1 MiB");
+  EXPECT_THAT(text, HasSubstr("domain mlock (resident, not pinned): kind host, pinning [resident, "
+                              "not pinned: the physical address may change; not for DMA],"));
+  EXPECT_THAT(text, HasSubstr("domain rxe0/pd0: kind verbs, pinning [long-term pinned: physical "
+                              "addresses fixed (counted in VmPin)],"));
+  EXPECT_THAT(text, HasSubstr("mean_register_seconds none yet"))
+      << "io_uring/fd3 registered nothing";
+  EXPECT_THAT(text, HasSubstr("\ngrants: all zero\n"));
 }
 
 TEST(StatsTest, APoolOnTheDefaultDomainCountsItsChunksAsPinnedNotLocked) {

@@ -1,6 +1,16 @@
 // PoolStats: a snapshot of what a pool holds, taken by Pool::GetStats() (takes the growth lock;
 // not for the fast path). A plain value: copy it, print it (ToString for people, ToJson for
 // tools), compare two of them.
+//
+// Described once: every member of these structs has one row in src/pool/stats_fields.h (its
+// stable snake_case name, unit, counter or gauge, one line of help), and ToString, ToJson and
+// pinpool-info print by walking those rows. A member without a row does not compile (the rows
+// are counted against the struct's members). So adding a figure is: the member here, its row
+// there, and the code that counts it.
+//
+// Figures a domain or a grant mechanism reports about itself at run time (the stats cannot name
+// them in advance) come as `Figure`s in DomainStats::figures and GrantStats::figures; the
+// printers print them after the described ones.
 #ifndef PINPOOL_STATS_H_
 #define PINPOOL_STATS_H_
 
@@ -15,6 +25,17 @@
 
 namespace pinpool {
 
+// A figure reported at run time by whoever owns it (a domain, a grant mechanism), printed as it
+// comes. `name` is stable snake_case with its unit as a suffix where it has one ("_bytes",
+// "_seconds"), unique within its list; `counter` is true when the value only grows (counted
+// ever), false when it is a level now (a gauge).
+struct Figure {
+  std::string name;
+  std::uint64_t value = 0;
+  bool counter = false;
+  std::string help;  // one line, for people and for exporters
+};
+
 struct DomainStats {
   std::string name;
   DomainKind kind = DomainKind::kHost;
@@ -23,6 +44,7 @@ struct DomainStats {
   std::uint64_t registered_bytes = 0;  // bytes currently registered
   double register_seconds = 0;         // total time spent in Register()
   double max_register_seconds = 0;     // slowest single Register()
+  std::vector<Figure> figures{};       // what the domain reports about itself
 };
 
 struct ChunkStats {
@@ -64,6 +86,7 @@ struct GrantStats {
   std::uint64_t windows_idle = 0;               // of which idle (unbound, ready for a grant)
   std::uint64_t window_allocations = 0;         // ibv_alloc_mw calls, ever
   std::uint64_t window_growth_allocations = 0;  // of which on the grant path (a pool ran short)
+  std::vector<Figure> figures{};                // what the grant mechanisms report about themselves
 };
 
 // Growth, start-up, trim and placement (PoolOptions::low_watermark, reserve_threads, numa_node;

@@ -1,17 +1,25 @@
 // PoolStats: the figures derived from a snapshot, and its two printed forms: ToString for people
-// (the demo, pinpool-info --try) and ToJson for tools. Both print every field; the JSON field
-// names are a stable interface documented in docs/pinpool-info.md ("Pool stats").
+// (the demo, pinpool-info --try) and ToJson for tools (pinpool-info --json through
+// WriteStatsJson). Neither names a figure: both walk the rows of pool/stats_fields.h, then the
+// figures domains and grant mechanisms report (Figure), so every figure is printed in both, in
+// the same order, under the same name. The JSON names are a stable interface documented in
+// docs/pinpool-info.md ("Pool stats").
 // Pure functions of the snapshot; thread-safe.
 #include "pinpool/stats.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "os/os.h"
 #include "pool/json.h"
+#include "pool/stats_fields.h"
 #include "pool/stats_json.h"
 #include "util/bytes.h"
 
@@ -24,27 +32,6 @@ double Share(std::size_t part, std::size_t whole) {
   if (whole == 0) return 0;
   return static_cast<double>(std::min(part, whole)) / static_cast<double>(whole);
 }
-
-// The key text of one chunk's registration with a domain of `kind`: only the keys that kind
-// uses (host domains have none), so that no zero reads like a real key.
-std::string KeysText(DomainKind kind, const Keys& k) {
-  switch (kind) {
-    case DomainKind::kHost:
-      return "(no keys)";
-    case DomainKind::kVerbs:
-      return absl::StrFormat("lkey %#x rkey %#x", ToUnderlying(k.lkey), ToUnderlying(k.rkey));
-    case DomainKind::kIoUring:
-      return absl::StrFormat("buffer %d", ToUnderlying(k.buffer_index));
-    case DomainKind::kCustom:
-      break;
-  }
-  return absl::StrFormat("lkey %#x rkey %#x buffer %d", ToUnderlying(k.lkey), ToUnderlying(k.rkey),
-                         ToUnderlying(k.buffer_index));
-}
-
-}  // namespace
-
-namespace {
 
 std::optional<std::size_t> Headroom(const PoolStats& s, std::size_t used) {
   return internal::os::MemlockState{.limit = s.memlock_limit, .exempt = s.memlock_exempt}.Headroom(
@@ -75,135 +62,223 @@ double PoolStats::mapped_unused_fraction() const noexcept {
   return Share(mapped_unused_bytes(), mapped_bytes);
 }
 
-std::string PoolStats::ToString() const {
-  std::string out = absl::StrFormat(
-      "reserved %s, mapped %s in %d chunks of a %s budget: %s long-term pinned (physical "
-      "addresses fixed), %s locked (resident, may move)\n"
-      "allocated %s in blocks (%s of pages active)\n"
-      "%d thread caches holding %s (at most %s each), transfer stacks holding %s (at most %s), "
-      "%d cache drains\n"
-      "growths %d, failed growths %d\n"
-      "RLIMIT_MEMLOCK %s; the process has %s long-term pinned (VmPin), %s locked (VmLck)%s\n",
-      FormatBytes(reserved_bytes), FormatBytes(mapped_bytes), chunks.size(),
-      FormatBytes(budget_bytes), FormatBytes(pinned_bytes), FormatBytes(locked_bytes),
-      FormatBytes(allocated_bytes), FormatBytes(heap_active_bytes), thread_caches,
-      FormatBytes(thread_cache_bytes), FormatBytes(thread_cache_limit_bytes),
-      FormatBytes(transfer_cache_bytes), FormatBytes(transfer_cache_limit_bytes), cache_drains,
-      growths, growth_failures, FormatBytes(memlock_limit), FormatBytes(process_pinned_bytes),
-      FormatBytes(process_locked_bytes),
-      memlock_exempt ? " (CAP_IPC_LOCK: limit does not apply)" : "");
-  if (pin_headroom()) {
-    absl::StrAppendFormat(&out,
-                          "memlock headroom %s for long-term pins, %s for locks (more before "
-                          "the limit)\n",
-                          FormatBytes(*pin_headroom()), FormatBytes(*lock_headroom()));
-  } else {
-    absl::StrAppendFormat(&out, "memlock headroom: no limit (%s)\n",
-                          memlock_exempt ? "CAP_IPC_LOCK" : "RLIMIT_MEMLOCK unlimited");
+namespace internal {
+
+const char* UnitName(Unit unit) {
+  switch (unit) {
+    case Unit::kBytes:
+      return "bytes";
+    case Unit::kCount:
+      return "count";
+    case Unit::kSeconds:
+      return "seconds";
+    case Unit::kRatio:
+      return "ratio";
+    case Unit::kAddress:
+      return "address";
+    case Unit::kNode:
+      return "node";
+    case Unit::kFlag:
+      return "flag";
+    case Unit::kText:
+      return "text";
   }
-  absl::StrAppendFormat(&out,
-                        "fragmentation: %.1f%% of active heap pages unused; %s of %s mapped not "
-                        "in blocks (%.1f%%)\n",
-                        heap_fragmentation() * 100, FormatBytes(mapped_unused_bytes()),
-                        FormatBytes(mapped_bytes), mapped_unused_fraction() * 100);
-  const GrowthStats& gr = growth;
-  absl::StrAppendFormat(
-      &out,
-      "growth: %s room not yet allocated (low watermark %s), %d chunks being added; %d added "
-      "in the background, %d by allocations (%d waited for one in flight); %d trimmed (%s); first "
-      "chunk after %.3f s, initial size after %.3f s; NUMA node %s\n",
-      FormatBytes(gr.room_bytes), gr.low_watermark == 0 ? "off" : FormatBytes(gr.low_watermark),
-      gr.chunks_growing, gr.background_growths, gr.allocation_growths, gr.growth_waits, gr.trims,
-      FormatBytes(gr.trimmed_bytes), gr.seconds_to_first_chunk, gr.seconds_to_initial_size,
-      gr.numa_node < 0 ? "none" : std::to_string(gr.numa_node));
-  for (const ChunkStats& c : chunks) {
-    absl::StrAppendFormat(&out, "  chunk %d at %#x: %s, %s pages, %s huge", c.index, c.base,
-                          FormatBytes(c.size), PageSizeName(c.page_size),
-                          FormatBytes(c.huge_bytes));
-    if (c.numa_node >= 0) absl::StrAppendFormat(&out, ", node %d", c.numa_node);
-    for (std::size_t d = 0; d < c.keys.size() && d < domains.size(); ++d) {
-      absl::StrAppendFormat(&out, "; %s %s", domains[d].name, KeysText(domains[d].kind, c.keys[d]));
-    }
-    out.push_back('\n');
+  return "?";
+}
+
+const char* KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kCounter:
+      return "counter";
+    case Kind::kGauge:
+      return "gauge";
+    case Kind::kLabel:
+      return "label";
   }
-  for (const DomainStats& d : domains) {
-    absl::StrAppendFormat(&out,
-                          "  domain %s (%s): %s; %d registrations, %s registered, %.3f ms total, "
-                          "%.3f ms max\n",
-                          d.name, DomainKindName(d.kind), PinningDescription(d.pinning),
-                          d.registrations, FormatBytes(d.registered_bytes),
-                          d.register_seconds * 1e3, d.max_register_seconds * 1e3);
+  return "?";
+}
+
+namespace {
+
+Value Text(std::string_view text, std::string_view display = {}) {
+  Value v;
+  v.type = Value::Type::kText;
+  v.text = text;
+  v.display = display;
+  return v;
+}
+
+}  // namespace
+
+Value ToValue(PageSize page_size) { return Text(PageSizeName(page_size)); }
+Value ToValue(DomainKind kind) { return Text(DomainKindName(kind)); }
+Value ToValue(Pinning pinning) { return Text(PinningName(pinning), PinningDescription(pinning)); }
+
+// --- for people: one figure per line with its help; a list's records one per line ------------
+
+std::string TextOf(Unit unit, const Value& v, std::string_view absent) {
+  const double number = v.type == Value::Type::kDouble ? v.real
+                        : v.type == Value::Type::kInt  ? static_cast<double>(v.integer)
+                                                       : static_cast<double>(v.uint);
+  switch (v.type) {
+    case Value::Type::kNull:
+      return std::string(absent.empty() ? "-" : absent);
+    case Value::Type::kBool:
+      return v.flag ? "yes" : "no";
+    case Value::Type::kText:
+      // The prose (a domain's pinning) in brackets: it has commas of its own.
+      return v.display.empty() ? std::string(v.text) : absl::StrFormat("[%s]", v.display);
+    default:
+      break;
   }
-  const GrantStats& g = grants;
-  if (g.connections != 0 || g.grants != 0 || g.windows != 0) {
-    absl::StrAppendFormat(
-        &out,
-        "remote grants: %d connections, %d live, %d revoking, %d made (%d windows bound, %d "
-        "range regions); revoked by local invalidation %d, by the peer %d, by deregistration %d, "
-        "by deallocating the window %d\n"
-        "  held after free until revoked: %d blocks (%s) now, %d ever; windows %d (%d idle), "
-        "%d allocated ever, %d of them on the grant path\n",
-        g.connections, g.live, g.revoking, g.grants, g.window_binds, g.region_registrations,
-        g.local_invalidations, g.peer_invalidations, g.region_deregistrations, g.windows_discarded,
-        g.held_blocks, FormatBytes(g.held_bytes), g.held_ever, g.windows, g.windows_idle,
-        g.window_allocations, g.window_growth_allocations);
+  switch (unit) {
+    case Unit::kBytes:
+      return FormatBytes(v.uint);
+    case Unit::kSeconds:
+      return number < 1 ? absl::StrFormat("%.3f ms", number * 1e3)
+                        : absl::StrFormat("%.3f s", number);
+    case Unit::kRatio:
+      return absl::StrFormat("%.1f%%", number * 100);
+    case Unit::kAddress:
+      return absl::StrFormat("%#x", v.uint);
+    default:
+      break;
+  }
+  if (v.type == Value::Type::kInt) return absl::StrCat(v.integer);
+  if (v.type == Value::Type::kDouble) return absl::StrFormat("%g", v.real);
+  return absl::StrCat(v.uint);
+}
+
+namespace {
+
+void TextLine(std::string& out, std::string_view name, std::string_view value,
+              std::string_view help) {
+  absl::StrAppendFormat(&out, "  %-26s %-12s %s\n", name, value, help);
+}
+
+bool IsZero(const Value& v) {
+  switch (v.type) {
+    case Value::Type::kNull:
+      return true;
+    case Value::Type::kUint:
+      return v.uint == 0;
+    case Value::Type::kInt:
+      return v.integer == 0;
+    case Value::Type::kDouble:
+      return v.real == 0;
+    case Value::Type::kBool:
+      return !v.flag;
+    case Value::Type::kText:
+      return v.text.empty();
+  }
+  return true;
+}
+
+// A section of one record: its title, then each figure on its own line. A section with nothing
+// but zeros (no grant holder yet) is one line.
+template <class S, std::size_t N>
+void TextSection(std::string& out, std::string_view title, const std::array<Field<S>, N>& fields,
+                 const S& s, const std::vector<Figure>& figures = {}) {
+  bool zero = figures.empty();
+  for (const Field<S>& f : fields) zero = zero && IsZero(Read(f, s));
+  if (zero) {
+    absl::StrAppendFormat(&out, "%s: all zero\n", title);
+    return;
+  }
+  absl::StrAppendFormat(&out, "%s\n", title);
+  for (const Field<S>& f : fields) {
+    TextLine(out, f.name, TextOf(f.unit, Read(f, s), f.absent), f.help);
+  }
+  for (const Figure& f : figures) {
+    TextLine(out, f.name, absl::StrCat(f.value), f.help);
+  }
+}
+
+// One record of a list on one line: "<noun> <first figure>: name value, name value, ...".
+template <class S, std::size_t N>
+std::string TextRecord(std::string_view noun, const std::array<Field<S>, N>& fields, const S& s) {
+  std::string out = absl::StrFormat("  %s %s:", noun,
+                                    TextOf(fields[0].unit, Read(fields[0], s), fields[0].absent));
+  for (std::size_t i = 1; i < N; ++i) {
+    absl::StrAppendFormat(&out, "%s %s %s", i == 1 ? "" : ",", fields[i].name,
+                          TextOf(fields[i].unit, Read(fields[i], s), fields[i].absent));
   }
   return out;
 }
 
-std::string PoolStats::ToJson() const {
-  internal::JsonWriter json;
-  internal::WriteStatsJson(*this, json);
-  return std::move(json).Take();
+// --- for tools ---------------------------------------------------------------------------------
+
+void JsonValue(JsonWriter& json, const Value& v) {
+  switch (v.type) {
+    case Value::Type::kNull:
+      json.Null();
+      return;
+    case Value::Type::kUint:
+      json.Uint(v.uint);
+      return;
+    case Value::Type::kInt:
+      json.Int(v.integer);
+      return;
+    case Value::Type::kDouble:
+      json.Double(v.real);
+      return;
+    case Value::Type::kBool:
+      json.Bool(v.flag);
+      return;
+    case Value::Type::kText:
+      json.String(v.text);
+      return;
+  }
 }
 
-namespace internal {
+template <class S, std::size_t N>
+void JsonFields(JsonWriter& json, const std::array<Field<S>, N>& fields, const S& s) {
+  for (const Field<S>& f : fields) {
+    json.Key(f.name);
+    JsonValue(json, Read(f, s));
+  }
+}
+
+void JsonFigures(JsonWriter& json, const std::vector<Figure>& figures) {
+  json.Key("figures").BeginArray();
+  for (const Figure& f : figures) {
+    json.BeginObject()
+        .Field("name", f.name)
+        .Field("value", f.value)
+        .Field("counter", f.counter)
+        .Field("help", f.help)
+        .EndObject();
+  }
+  json.EndArray();
+}
+
+// The key text of one chunk's registration with a domain of `kind`: only the keys that kind
+// uses (host domains have none), so that no zero reads like a real key.
+std::string KeysText(DomainKind kind, const Keys& k) {
+  switch (kind) {
+    case DomainKind::kHost:
+      return "(no keys)";
+    case DomainKind::kVerbs:
+      return absl::StrFormat("lkey %#x rkey %#x", ToUnderlying(k.lkey), ToUnderlying(k.rkey));
+    case DomainKind::kIoUring:
+      return absl::StrFormat("buffer %d", ToUnderlying(k.buffer_index));
+    case DomainKind::kCustom:
+      break;
+  }
+  return absl::StrFormat("lkey %#x rkey %#x buffer %d", ToUnderlying(k.lkey), ToUnderlying(k.rkey),
+                         ToUnderlying(k.buffer_index));
+}
+
+}  // namespace
 
 void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
-  const auto limit = [](std::size_t bytes) -> std::optional<std::uint64_t> {
-    if (bytes == SIZE_MAX) return std::nullopt;  // unlimited
-    return bytes;
-  };
-  const auto optional = [](std::optional<std::size_t> v) -> std::optional<std::uint64_t> {
-    if (!v) return std::nullopt;
-    return *v;
-  };
-  json.BeginObject()
-      .Field("reserved_bytes", s.reserved_bytes)
-      .Field("mapped_bytes", s.mapped_bytes)
-      .Field("pinned_bytes", s.pinned_bytes)
-      .Field("locked_bytes", s.locked_bytes)
-      .Field("budget_bytes", s.budget_bytes)
-      .Field("allocated_bytes", s.allocated_bytes)
-      .Field("heap_active_bytes", s.heap_active_bytes)
-      .Field("thread_caches", s.thread_caches)
-      .Field("thread_cache_bytes", s.thread_cache_bytes)
-      .Field("transfer_cache_bytes", s.transfer_cache_bytes)
-      .Field("thread_cache_limit_bytes", s.thread_cache_limit_bytes)
-      .Field("transfer_cache_limit_bytes", s.transfer_cache_limit_bytes)
-      .Field("cache_drains", s.cache_drains)
-      .Field("growths", s.growths)
-      .Field("growth_failures", s.growth_failures)
-      .Field("memlock_limit", limit(s.memlock_limit))
-      .Field("process_pinned_bytes", s.process_pinned_bytes)
-      .Field("process_locked_bytes", s.process_locked_bytes)
-      .Field("memlock_exempt", s.memlock_exempt)
-      .Field("pin_headroom", optional(s.pin_headroom()))
-      .Field("lock_headroom", optional(s.lock_headroom()))
-      .Field("heap_fragmentation", s.heap_fragmentation())
-      .Field("mapped_unused_bytes", s.mapped_unused_bytes())
-      .Field("mapped_unused_fraction", s.mapped_unused_fraction());
+  json.BeginObject();
+  JsonFields(json, kPoolFields, s);
 
   json.Key("chunks").BeginArray();
   for (const ChunkStats& c : s.chunks) {
-    json.BeginObject()
-        .Field("index", c.index)
-        .Field("base", std::uint64_t{c.base})
-        .Field("size", c.size)
-        .Field("page_size", PageSizeName(c.page_size))
-        .Field("huge_bytes", c.huge_bytes)
-        .Field("numa_node",
-               c.numa_node < 0 ? std::nullopt : std::optional<std::uint64_t>(c.numa_node));
+    json.BeginObject();
+    JsonFields(json, kChunkFields, c);
     json.Key("registrations").BeginArray();
     for (std::size_t d = 0; d < c.keys.size(); ++d) {
       const Keys& k = c.keys[d];
@@ -229,74 +304,98 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
 
   json.Key("domains").BeginArray();
   for (std::size_t i = 0; i < s.domains.size(); ++i) {
-    const DomainStats& d = s.domains[i];
-    json.BeginObject()
-        .Field("index", std::uint64_t{i})
-        .Field("name", d.name)
-        .Field("kind", DomainKindName(d.kind))
-        .Field("pinning", PinningName(d.pinning))
-        .Field("registrations", d.registrations)
-        .Field("registered_bytes", d.registered_bytes)
-        .Field("register_seconds", d.register_seconds)
-        .Field("max_register_seconds", d.max_register_seconds)
-        .Key("mean_register_seconds");
-    if (d.registrations == 0) {
-      json.Null();
-    } else {
-      json.Double(d.register_seconds / static_cast<double>(d.registrations));
-    }
+    json.BeginObject().Field("index", std::uint64_t{i});
+    JsonFields(json, kDomainFields, s.domains[i]);
+    JsonFigures(json, s.domains[i].figures);
     json.EndObject();
   }
   json.EndArray();
 
-  const GrantStats& g = s.grants;
-  json.Key("grants")
-      .BeginObject()
-      .Field("connections", g.connections)
-      .Field("live", g.live)
-      .Field("revoking", g.revoking)
-      .Field("grants", g.grants)
-      .Field("window_binds", g.window_binds)
-      .Field("region_registrations", g.region_registrations)
-      .Field("local_invalidations", g.local_invalidations)
-      .Field("peer_invalidations", g.peer_invalidations)
-      .Field("region_deregistrations", g.region_deregistrations)
-      .Field("windows_discarded", g.windows_discarded)
-      .Field("held_blocks", g.held_blocks)
-      .Field("held_bytes", g.held_bytes)
-      .Field("held_ever", g.held_ever)
-      .Field("windows", g.windows)
-      .Field("windows_idle", g.windows_idle)
-      .Field("window_allocations", g.window_allocations)
-      .Field("window_growth_allocations", g.window_growth_allocations)
-      .EndObject();
-  const GrowthStats& gr = s.growth;
-  json.Key("growth")
-      .BeginObject()
-      .Field("low_watermark", gr.low_watermark)
-      .Field("room_bytes", gr.room_bytes)
-      .Field("chunks_growing", gr.chunks_growing)
-      .Field("background_growths", gr.background_growths)
-      .Field("allocation_growths", gr.allocation_growths)
-      .Field("growth_waits", gr.growth_waits)
-      .Field("trims", gr.trims)
-      .Field("trimmed_bytes", gr.trimmed_bytes)
-      .Field("numa_node",
-             gr.numa_node < 0 ? std::nullopt : std::optional<std::uint64_t>(gr.numa_node));
-  // Not reached yet: null.
-  for (const auto& [name, v] :
-       {std::pair<const char*, double>{"seconds_to_first_chunk", gr.seconds_to_first_chunk},
-        {"seconds_to_initial_size", gr.seconds_to_initial_size}}) {
-    json.Key(name);
-    if (v < 0) {
-      json.Null();
-    } else {
-      json.Double(v);
-    }
-  }
+  json.Key("grants").BeginObject();
+  JsonFields(json, kGrantFields, s.grants);
+  JsonFigures(json, s.grants.figures);
+  json.EndObject();
+
+  json.Key("growth").BeginObject();
+  JsonFields(json, kGrowthFields, s.growth);
   json.EndObject();
   json.EndObject();
 }
 
+namespace {
+
+// --- the field reference -----------------------------------------------------------------------
+
+template <class S, std::size_t N>
+void ReferenceRows(std::string& out, std::string_view prefix,
+                   const std::array<Field<S>, N>& fields) {
+  for (const Field<S>& f : fields) {
+    std::string meaning(f.help);
+    if (f.derived) meaning += " (derived)";
+    if (!f.absent.empty()) absl::StrAppendFormat(&meaning, "; null: %s", f.absent);
+    absl::StrAppendFormat(&out, "| `%s%s` | %s | %s | %s |\n", prefix, f.name, UnitName(f.unit),
+                          KindName(f.kind), meaning);
+  }
+}
+
+void ReferenceSection(std::string& out, std::string_view prefix, const Section& section,
+                      bool list) {
+  absl::StrAppendFormat(&out, "| `%s%s%s` | | | %s |\n", prefix, section.name, list ? "[]" : "",
+                        section.help);
+}
+
+}  // namespace
+
+std::string StatsFieldReference() {
+  std::string out = "| field | unit | kind | meaning |\n|---|---|---|---|\n";
+  ReferenceRows(out, "", kPoolFields);
+  ReferenceSection(out, "", kPoolSections[0], true);
+  ReferenceRows(out, "chunks[].", kChunkFields);
+  ReferenceSection(out, "chunks[].", kChunkSections[0], true);
+  ReferenceSection(out, "", kPoolSections[1], true);
+  out +=
+      "| `domains[].index` | count | label | its position: what `chunks[].registrations[].domain` "
+      "names |\n";
+  ReferenceRows(out, "domains[].", kDomainFields);
+  ReferenceSection(out, "domains[].", kDomainSections[0], true);
+  ReferenceSection(out, "", kPoolSections[2], false);
+  ReferenceRows(out, "grants.", kGrantFields);
+  ReferenceSection(out, "grants.", kGrantSections[0], true);
+  ReferenceSection(out, "", kPoolSections[3], false);
+  ReferenceRows(out, "growth.", kGrowthFields);
+  return out;
+}
+
 }  // namespace internal
+
+std::string PoolStats::ToString() const {
+  using internal::TextRecord;
+  std::string out;
+  internal::TextSection(out, "pool", internal::kPoolFields, *this);
+  absl::StrAppendFormat(&out, "chunks (%d)\n", chunks.size());
+  for (const ChunkStats& c : chunks) {
+    out += TextRecord("chunk", internal::kChunkFields, c);
+    for (std::size_t d = 0; d < c.keys.size() && d < domains.size(); ++d) {
+      absl::StrAppendFormat(&out, "; %s %s", domains[d].name,
+                            internal::KeysText(domains[d].kind, c.keys[d]));
+    }
+    out.push_back('\n');
+  }
+  absl::StrAppendFormat(&out, "domains (%d)\n", domains.size());
+  for (const DomainStats& d : domains) {
+    out += TextRecord("domain", internal::kDomainFields, d);
+    for (const Figure& f : d.figures) absl::StrAppendFormat(&out, ", %s %d", f.name, f.value);
+    out.push_back('\n');
+  }
+  internal::TextSection(out, "grants", internal::kGrantFields, grants, grants.figures);
+  internal::TextSection(out, "growth", internal::kGrowthFields, growth);
+  return out;
+}
+
+std::string PoolStats::ToJson() const {
+  internal::JsonWriter json;
+  internal::WriteStatsJson(*this, json);
+  return std::move(json).Take();
+}
+
 }  // namespace pinpool
