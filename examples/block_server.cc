@@ -249,10 +249,14 @@ int main(int argc, char** argv) {
   }
 
   const pinpool::GrantStats g = server->GetStats().grants;
+  const auto Counted = [](const pinpool::GrantStats& s, std::string_view name) {
+    return pinpool::FigureValue(s.figures, name).value_or(0);
+  };
   std::printf("block_server: OK: %" PRIu64 " grants, %" PRIu64 " revoked by the peer, %" PRIu64
               " locally, %" PRIu64 " by deregistration, %" PRIu64 " blocks held meanwhile\n",
-              g.grants, g.peer_invalidations, g.local_invalidations, g.region_deregistrations,
-              g.held_ever);
+              g.grants, Counted(g, pinpool::VerbsGrantFigures::kPeerInvalidations),
+              Counted(g, pinpool::VerbsGrantFigures::kLocalInvalidations),
+              Counted(g, pinpool::VerbsGrantFigures::kRegionDeregistrations), g.held_ever);
   access.reset();
   for (const Block& b : {srv.in, srv.out}) server->Deallocate(b);
   for (const Block& b : {cli.in, cli.out, payload}) client->Deallocate(b);

@@ -228,12 +228,14 @@ int Target(const Args& args) {
     bytes += r.length;
   }
   const pinpool::GrantStats g = pool->GetStats().grants;
+  const std::uint64_t revoked =
+      pinpool::FigureValue(g.figures, "fabric_region_deregistrations").value_or(0);
   std::printf("target: %" PRIu64 " requests served from pool blocks, %" PRIu64 " bytes, %" PRIu64
               " with a wrong byte; %" PRIu64 " grants made, %" PRIu64 " revoked, %zu live\n",
-              served, bytes, wrong, g.grants, g.region_deregistrations, (*access)->live_grants());
+              served, bytes, wrong, g.grants, revoked, (*access)->live_grants());
   access->reset();
   pool.reset();
-  if (wrong != 0 || g.grants != served || g.region_deregistrations != served) {
+  if (wrong != 0 || g.grants != served || revoked != served) {
     Die(role, "see above");
   }
   std::printf("target: OK\n");

@@ -138,7 +138,10 @@ int main() {
       "rdma_loopback: OK (%llu chunk registrations for the whole run; the grant took %llu range "
       "regions, %llu window binds)\n",
       static_cast<unsigned long long>((*domain)->total_registrations()),
-      static_cast<unsigned long long>(g.region_registrations),
-      static_cast<unsigned long long>(g.window_binds));
+      static_cast<unsigned long long>(
+          pinpool::FigureValue(g.figures, pinpool::VerbsGrantFigures::kRegionRegistrations)
+              .value_or(0)),
+      static_cast<unsigned long long>(
+          pinpool::FigureValue(g.figures, pinpool::VerbsGrantFigures::kWindowBinds).value_or(0)));
   return 0;
 }

@@ -10,6 +10,7 @@
 //    be safe to call from several threads. Calls for one pool are serialized unless
 //    concurrent_registration() says they need not be: then a pool registers several chunks with
 //    it at once (parallel Reserve, background growth).
+//  - figures() reports the domain's own counters and levels for stats, by stable names.
 //  - numa_node() names the NUMA node of the device behind the domain, when it has one: pools
 //    place their chunks there by default (PoolOptions::numa_node).
 //  - pinning() says truthfully what Register does to the pages (pinpool/keys.h: Pinning). The
@@ -21,10 +22,12 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "pinpool/export.h"
 #include "pinpool/keys.h"
+#include "pinpool/stats.h"
 
 namespace pinpool {
 
@@ -45,6 +48,10 @@ class PINPOOL_EXPORT Domain {
   virtual bool concurrent_registration() const noexcept { return false; }
   // The NUMA node of the device this domain registers with; -1 when it has none or it is unknown.
   virtual int numa_node() const noexcept { return -1; }
+  // What the domain reports about itself in PoolStats (DomainStats::figures), beyond what the
+  // pool counts for every domain: a verbs domain's memory windows, say. Called by GetStats, from
+  // any thread; never on the fast path. Default: nothing.
+  virtual std::vector<Figure> figures() const { return {}; }
 };
 
 // Long-term pinned host memory: the default when a pool names no domain. Each chunk is pinned

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pinpool/export.h"
@@ -35,6 +36,15 @@ struct Figure {
   bool counter = false;
   std::string help;  // one line, for people and for exporters
 };
+
+// The value of the figure `name` in `figures`; nullopt when there is none by that name.
+inline std::optional<std::uint64_t> FigureValue(const std::vector<Figure>& figures,
+                                                std::string_view name) {
+  for (const Figure& f : figures) {
+    if (f.name == name) return f.value;
+  }
+  return std::nullopt;
+}
 
 struct DomainStats {
   std::string name;
@@ -67,26 +77,16 @@ PINPOOL_EXPORT std::string FormatBytes(std::uint64_t bytes);
 // Remote grants of one pool (pinpool/verbs_remote_access.h, pinpool/fabric.h), over all its grant
 // holders.
 struct GrantStats {
-  std::uint64_t connections = 0;           // grant holders alive (VerbsRemoteAccess, FabricAccess)
-  std::uint64_t live = 0;                  // grants a peer may use now
-  std::uint64_t revoking = 0;              // window invalidations posted, not yet confirmed
-  std::uint64_t grants = 0;                // grants made, ever
-  std::uint64_t window_binds = 0;          // of which memory windows bound
-  std::uint64_t region_registrations = 0;  // of which range regions registered
-  std::uint64_t local_invalidations = 0;   // window invalidations confirmed (LOCAL_INV)
-  std::uint64_t peer_invalidations = 0;    // windows the peer invalidated (SEND_WITH_INV)
-  std::uint64_t region_deregistrations = 0;  // range regions deregistered
-  std::uint64_t windows_discarded = 0;       // bound windows deallocated to revoke them at once
-  std::uint64_t held_blocks = 0;             // freed while a grant reached them: held until it ends
+  std::uint64_t connections = 0;  // grant holders alive (VerbsRemoteAccess, FabricAccess)
+  std::uint64_t live = 0;         // grants a peer may use now
+  std::uint64_t revoking = 0;  // revocations started, not yet confirmed (a peer may still use them)
+  std::uint64_t grants = 0;    // grants made, ever
+  std::uint64_t held_blocks = 0;  // freed while a grant reached them: held until it ends
   std::uint64_t held_bytes = 0;
   std::uint64_t held_ever = 0;  // blocks ever held
-  // The window pools of the pool's verbs domains (a domain's pool is shared by every pool and
-  // connection on it):
-  std::uint64_t windows = 0;                    // type 2 windows allocated
-  std::uint64_t windows_idle = 0;               // of which idle (unbound, ready for a grant)
-  std::uint64_t window_allocations = 0;         // ibv_alloc_mw calls, ever
-  std::uint64_t window_growth_allocations = 0;  // of which on the grant path (a pool ran short)
-  std::vector<Figure> figures{};                // what the grant mechanisms report about themselves
+  // What each mechanism counts of its own (GrantLock::Count): "verbs_window_binds",
+  // "fabric_region_registrations", ... (docs/remote-access.md lists the verbs ones).
+  std::vector<Figure> figures{};
 };
 
 // Growth, start-up, trim and placement (PoolOptions::low_watermark, reserve_threads, numa_node;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "pinpool/block.h"
@@ -97,6 +98,16 @@ class WindowPool;
 struct VerbsDomainInternals;
 }  // namespace internal
 
+// The figures a VerbsDomain reports in PoolStats::domains[i].figures (read one with FigureValue).
+struct VerbsDomainFigures {
+  static constexpr std::string_view kWindows = "windows";           // type 2 windows allocated now
+  static constexpr std::string_view kWindowsIdle = "windows_idle";  // of which idle
+  static constexpr std::string_view kWindowAllocations = "window_allocations";  // ever
+  // Of which made on the grant path (the idle windows ran short).
+  static constexpr std::string_view kWindowGrowthAllocations = "window_growth_allocations";
+  static constexpr std::string_view kFailedDeregistrations = "failed_deregistrations";
+};
+
 class PINPOOL_EXPORT VerbsDomain final : public Domain {
  public:
   // Opens the device, allocates a PD, and owns both. Errors: kNotFound (no RDMA device, or none
@@ -135,6 +146,9 @@ class PINPOOL_EXPORT VerbsDomain final : public Domain {
   // The device's NUMA node from sysfs: its own numa_node, or for a software device (rxe) that of
   // the first ancestor of the network device it sits on that has one; -1 when none is known.
   int numa_node() const noexcept override { return numa_node_; }
+  // Its type 2 memory windows (shared by every grant on the domain: VerbsRemoteAccess) and its
+  // failed deregistrations, by the names in VerbsDomainFigures.
+  std::vector<Figure> figures() const override;
 
   ibv_context* context() const noexcept { return context_; }
   ibv_pd* pd() const noexcept { return pd_; }

@@ -63,6 +63,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -116,6 +117,17 @@ struct RemoteGrant {
   // What the peer needs (send it over your control channel).
   RemoteBuffer remote() const noexcept { return {address, rkey, length}; }
   explicit operator bool() const noexcept { return id != 0; }
+};
+
+// The counters VerbsRemoteAccess keeps in PoolStats::grants.figures, summed over the pool's
+// connections (read one with FigureValue(stats.grants.figures, VerbsGrantFigures::kWindowBinds)).
+struct VerbsGrantFigures {
+  static constexpr std::string_view kWindowBinds = "verbs_window_binds";
+  static constexpr std::string_view kLocalInvalidations = "verbs_local_invalidations";
+  static constexpr std::string_view kPeerInvalidations = "verbs_peer_invalidations";
+  static constexpr std::string_view kWindowsDiscarded = "verbs_windows_discarded";
+  static constexpr std::string_view kRegionRegistrations = "verbs_region_registrations";
+  static constexpr std::string_view kRegionDeregistrations = "verbs_region_deregistrations";
 };
 
 class PINPOOL_EXPORT VerbsRemoteAccess {

@@ -1,6 +1,7 @@
 // GrantLock: the public face of a pool's GrantRegistry and its mutex (see pinpool/grant_lock.h).
 #include "pinpool/grant_lock.h"
 
+#include <string>
 #include <vector>
 
 #include "pinpool/pool.h"
@@ -33,6 +34,18 @@ void GrantLock::End(void* block, GrantHolder& holder, std::uint64_t id) {
 bool GrantLock::Held(const void* block) const { return registry_.HeldLocked(block); }
 
 GrantStats& GrantLock::counters() { return registry_.countersLocked(); }
+
+void GrantLock::Count(std::string_view name, std::string_view help, std::uint64_t n) {
+  std::vector<Figure>& figures = registry_.countersLocked().figures;
+  for (Figure& f : figures) {
+    if (f.name == name) {
+      f.value += n;
+      return;
+    }
+  }
+  figures.push_back(
+      {.name = std::string(name), .value = n, .counter = true, .help = std::string(help)});
+}
 
 void GrantLock::AddHolder() { registry_.AddHolderLocked(); }
 

@@ -9,13 +9,11 @@
 #include "arena/arena.h"
 #include "heap/heap.h"
 #include "pinpool/grant_lock.h"
-#include "pinpool/verbs.h"
 #include "pool/background.h"
 #include "pool/grant_registry.h"
 #include "pool/growth_stats.h"
 #include "pool/placement.h"
 #include "pool/validate_options.h"
-#include "providers/verbs/windows.h"
 #include "util/bytes.h"
 #include "util/check.h"
 #include "util/status_macros.h"
@@ -290,16 +288,8 @@ PoolStats Pool::GetStats() const {
   stats.transfer_cache_limit_bytes = counts.transfer_limit;
   stats.cache_drains = counts.drains;
   stats.grants = grants_->Stats();
-  for (const auto& d : arena_->domains()) {
-    const auto* verbs = dynamic_cast<const VerbsDomain*>(d.get());
-    const internal::WindowPool* windows =
-        verbs ? internal::VerbsDomainInternals::Windows(*verbs) : nullptr;
-    if (windows == nullptr) continue;
-    const internal::WindowPool::Counts w = windows->counts();
-    stats.grants.windows += w.windows;
-    stats.grants.windows_idle += w.idle;
-    stats.grants.window_allocations += w.allocations;
-    stats.grants.window_growth_allocations += w.growth_allocations;
+  for (std::size_t d = 0; d < stats.domains.size(); ++d) {
+    stats.domains[d].figures = arena_->domains()[d]->figures();
   }
   return stats;
 }

@@ -224,8 +224,8 @@ TEST_P(FabricTest, GrantsMoveEveryByteAndEndWhenRevokedOrFreed) {
   }
   const GrantStats s = target_pool_->GetStats().grants;
   EXPECT_EQ(s.grants, 40u);
-  EXPECT_EQ(s.region_registrations, 40u);
-  EXPECT_EQ(s.region_deregistrations, 40u);
+  EXPECT_EQ(FigureValue(s.figures, "fabric_region_registrations"), 40u);
+  EXPECT_EQ(FigureValue(s.figures, "fabric_region_deregistrations"), 40u);
   EXPECT_EQ(s.live, 0u);
   EXPECT_EQ(s.held_blocks, 0u);
   EXPECT_EQ(s.connections, 1u);

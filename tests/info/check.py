@@ -114,7 +114,7 @@ def has_rdma_device():
 
 def check_host(tool):
     r = tool_json([tool])
-    check(r["schema_version"] == 2, f"schema_version is {r['schema_version']}")
+    check(r["schema_version"] == 3, f"schema_version is {r['schema_version']}")
     for key in ["system", "rdma", "hugepages", "memlock", "pinning", "fork", "io_uring", "pool",
                 "problems"]:
         check(key in r, f"no top-level field {key}")
@@ -411,7 +411,7 @@ def check_install(build, parent):
         check("libpinpool" not in ldd, f"installed pinpool-info depends on libpinpool: {ldd}")
         check(run([tool, "--version"], env=env).stdout.startswith("pinpool-info "), "--version")
         r = tool_json([tool], env=env)
-        check(r["schema_version"] == 2, "installed tool's JSON")
+        check(r["schema_version"] == 3, "installed tool's JSON")
     finish("install")
 
 

@@ -38,7 +38,7 @@ namespace pinpool::info {
 
 // Bumped when a JSON field changes meaning or disappears (new fields do not bump it). 2: the
 // pool stats' pinned/locked fields, memlock headroom per counter.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // --- command line ------------------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ class FabricAccess::Impl final : public GrantHolder {
     }
     GrantStats& c = lock.counters();
     --c.live;
-    ++c.region_deregistrations;
+    lock.Count("fabric_region_deregistrations", "libfabric grant registrations closed");
     lock.End(it->second.block, *this, it->first);
     grants_.erase(it);
     return absl::OkStatus();
@@ -143,7 +143,7 @@ absl::StatusOr<FabricGrant> FabricAccess::Impl::Grant(const Block& block, std::s
     GrantStats& c = lock.counters();
     ++c.grants;
     ++c.live;
-    ++c.region_registrations;
+    lock.Count("fabric_region_registrations", "libfabric registrations made for grants");
     lock.Begin(block, *this, id);
     grant = FabricGrant{.id = id,
                         .remote = {.address = domain_->virtual_addressing() ? address : 0,

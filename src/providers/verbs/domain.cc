@@ -91,6 +91,24 @@ VerbsDomain::VerbsDomain(ibv_context* context, ibv_pd* pd, bool owned, std::stri
       window_pool_(windows_.type2 ? std::make_unique<internal::WindowPool>(pd, max_mw, name_)
                                   : nullptr) {}
 
+std::vector<Figure> VerbsDomain::figures() const {
+  std::vector<Figure> out;
+  if (window_pool_ != nullptr) {
+    const internal::WindowPool::Counts w = window_pool_->counts();
+    out.push_back({std::string(VerbsDomainFigures::kWindows), w.windows, false,
+                   "type 2 memory windows allocated now (idle and bound)"});
+    out.push_back({std::string(VerbsDomainFigures::kWindowsIdle), w.idle, false,
+                   "of which idle (unbound, ready for a grant)"});
+    out.push_back({std::string(VerbsDomainFigures::kWindowAllocations), w.allocations, true,
+                   "ibv_alloc_mw calls, ever"});
+    out.push_back({std::string(VerbsDomainFigures::kWindowGrowthAllocations), w.growth_allocations,
+                   true, "of which on the grant path (the idle windows ran short)"});
+  }
+  out.push_back({std::string(VerbsDomainFigures::kFailedDeregistrations), failed_deregs_.load(),
+                 true, "ibv_dereg_mr calls that failed (their pages stay pinned)"});
+  return out;
+}
+
 VerbsDomain::~VerbsDomain() {
   window_pool_.reset();  // windows belong to pd_: deallocated before it
   if (const std::uint64_t live = live_.load(); live != 0) {

@@ -231,7 +231,7 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::GrantWindowLocked(GrantLock
   r.mw = mw;
   r.rkey = rkey;
   by_rkey_[rkey] = slot;
-  ++lock.counters().window_binds;
+  lock.Count(VerbsGrantFigures::kWindowBinds, "memory windows bound for grants");
   return RemoteGrant{.id = r.id,
                      .address = r.address,
                      .rkey = RKey{rkey},
@@ -263,7 +263,7 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::GrantRegionLocked(GrantLock
   }
   r.mr = mr;
   r.rkey = mr->rkey;
-  ++lock.counters().region_registrations;
+  lock.Count(VerbsGrantFigures::kRegionRegistrations, "range regions registered for grants");
   return RemoteGrant{.id = r.id,
                      .address = r.address,
                      .rkey = RKey{mr->rkey},
@@ -301,7 +301,7 @@ absl::Status VerbsRemoteAccess::Impl::RevokeLocked(GrantLock& lock, std::uint32_
           "stays live and its block held",
           r.id, std::strerror(err)));
     }
-    ++lock.counters().region_deregistrations;
+    lock.Count(VerbsGrantFigures::kRegionDeregistrations, "range regions deregistered");
     EndGrantLocked(lock, r);
     EraseLocked(slot);
     return absl::OkStatus();
@@ -324,7 +324,8 @@ absl::Status VerbsRemoteAccess::Impl::RevokeLocked(GrantLock& lock, std::uint32_
   // The send queue cannot take the invalidation: deallocating the window invalidates it at
   // once instead (a kernel command; the pool allocates a replacement later).
   if (windows_->Discard(r.mw)) {
-    ++lock.counters().windows_discarded;
+    lock.Count(VerbsGrantFigures::kWindowsDiscarded,
+               "bound windows deallocated to revoke them at once");
     EndGrantLocked(lock, r);
     EraseLocked(slot);
     return absl::OkStatus();
@@ -381,7 +382,8 @@ bool VerbsRemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
         Record& r = slots_[slot];
         r.inv_posted = false;
         if (r.state != State::kEnded) {
-          ++lock.counters().local_invalidations;
+          lock.Count(VerbsGrantFigures::kLocalInvalidations,
+                     "window invalidations confirmed (LOCAL_INV)");
           EndGrantLocked(lock, r);
         }
         windows_->Return(r.mw);
@@ -394,7 +396,8 @@ bool VerbsRemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
       if (it != by_rkey_.end()) {
         const std::uint32_t slot = it->second;
         Record& r = slots_[slot];
-        ++lock.counters().peer_invalidations;
+        lock.Count(VerbsGrantFigures::kPeerInvalidations,
+                   "windows the peer invalidated (SEND_WITH_INV)");
         EndGrantLocked(lock, r);
         if (!r.inv_posted) {  // else the window returns with our LOCAL_INV's completion
           windows_->Return(r.mw);
@@ -413,12 +416,13 @@ void VerbsRemoteAccess::Impl::RevokeAllLocked(GrantLock& lock) {
     if (r.id == 0) continue;
     if (r.mr != nullptr) {
       if (ibv_dereg_mr(r.mr) != 0) continue;  // stays live: its block stays held
-      ++lock.counters().region_deregistrations;
+      lock.Count(VerbsGrantFigures::kRegionDeregistrations, "range regions deregistered");
     } else {
       // Deallocation invalidates the window wherever it is bound, whatever our queued work
       // requests do later (the QP is failing or going away).
       if (!windows_->Discard(r.mw)) continue;
-      ++lock.counters().windows_discarded;
+      lock.Count(VerbsGrantFigures::kWindowsDiscarded,
+                 "bound windows deallocated to revoke them at once");
     }
     if (r.state != State::kEnded) EndGrantLocked(lock, r);
     EraseLocked(slot);
