@@ -13,14 +13,14 @@
 //    offset from the start of the registration (FabricRemote::address is always what the peer
 //    must pass);
 //  - FI_MR_ENDPOINT: each registration is bound to an endpoint (FabricDomainOptions::endpoint,
-//    FabricAccess's endpoint) and enabled before use (not exercised by any provider here: none of
-//    tcp, shm, sockets or verbs requires it);
+//    FabricRemoteAccess's endpoint) and enabled before use (not exercised by any provider here:
+//    none of tcp, shm, sockets or verbs requires it);
 //  - FI_MR_ALLOCATED: the memory must be mapped: pool chunks always are;
 //  - FI_MR_RAW (keys longer than 64 bits) is refused (kUnimplemented).
 //
 // Remote exposure follows the verbs domain's rules (docs/remote-access.md). A chunk is
 // registered for local access only by default; a peer gets one block, or a range of one, through
-// a grant (FabricAccess): a registration of exactly that range with its own key, revoked by
+// a grant (FabricRemoteAccess): a registration of exactly that range with its own key, revoked by
 // closing it (fi_close, synchronous), and no block a grant can still reach is handed out again
 // before its revocation. Whether a peer is kept inside the range is up to the provider:
 //  - enforced (measured): verbs (by the device), tcp (the target drops the access and the
@@ -30,7 +30,7 @@
 // Registration caches break grants: libfabric's verbs provider caches registrations by default
 // and hands a range inside a registered chunk the chunk's own registration (same key, and
 // with remote write access, whatever pinpool asked: measured). FabricDomain detects that on each
-// chunk (shared_registrations()) and FabricAccess then refuses to grant, naming the fix:
+// chunk (shared_registrations()) and FabricRemoteAccess then refuses to grant, naming the fix:
 // FI_MR_CACHE_MAX_COUNT=0 (pinpool's chunks need no cache: they are registered once).
 // Chunk-wide keys (FabricDomainOptions::trusted_whole_chunk) remain for trusted peers only.
 //
@@ -40,7 +40,7 @@
 //
 // Thread safety: Register and Deregister may be called from any thread at once (libfabric
 // domains here are FI_THREAD_SAFE; pinpool's key counter and counters are atomic); FabricChunk
-// records are immutable from registration to deregistration. A FabricAccess may be used from
+// records are immutable from registration to deregistration. A FabricRemoteAccess may be used from
 // any thread; its grant operations share the pool's grant lock. The transfer helpers are plain
 // functions; the endpoint and completion queue follow the provider's threading model.
 #ifndef PINPOOL_FABRIC_H_
@@ -71,7 +71,7 @@ struct FabricDomainOptions {
   // DANGER, for trusted peers only: remote rights on each chunk's own registration, so that
   // ToFabricRemote gives the CHUNK's key, which opens every block of the chunk to any peer that
   // learns it, for as long as the pool lives (freeing a block revokes nothing). Use grants
-  // (FabricAccess) unless every peer is part of the application's own trust domain.
+  // (FabricRemoteAccess) unless every peer is part of the application's own trust domain.
   RemoteRights trusted_whole_chunk = {};
   // FI_MR_ENDPOINT providers: the endpoint each chunk registration is bound to. Required there
   // (kInvalidArgument otherwise), ignored elsewhere.
@@ -149,7 +149,7 @@ class FabricDomain final : public Domain {
   std::uint64_t total_registrations() const noexcept { return total_.load(); }
   std::uint64_t failed_deregistrations() const noexcept { return failed_.load(); }
 
-  // For FabricAccess: registers [address, address+length) with `access` under a fresh key,
+  // For FabricRemoteAccess: registers [address, address+length) with `access` under a fresh key,
   // bound to `endpoint` under FI_MR_ENDPOINT.
   absl::StatusOr<fid_mr*> RegisterRange(const void* address, std::size_t length,
                                         std::uint64_t access, fid_ep* endpoint) const;
@@ -211,17 +211,18 @@ struct FabricGrant {
 // with the asked remote rights and its own key (scope: every endpoint of the fid_domain, or the
 // given endpoint under FI_MR_ENDPOINT), and is revoked by closing that registration, at once.
 // Freeing a granted block revokes its grants first; the block is reused only after that. The
-// pool must outlive the FabricAccess, which revokes everything when destroyed.
-class FabricAccess {
+// pool must outlive the FabricRemoteAccess, which revokes everything when destroyed.
+class FabricRemoteAccess {
  public:
   // Errors: kInvalidArgument (the domain number is not a FabricDomain of the pool; FI_MR_ENDPOINT
   // without an endpoint), kFailedPrecondition (the provider shares registrations: a grant would
   // be the whole chunk's registration; the message names the setting that turns that off).
-  static absl::StatusOr<std::unique_ptr<FabricAccess>> Create(Pool& pool, std::size_t domain = 0,
-                                                              fid_ep* endpoint = nullptr);
-  ~FabricAccess();
-  FabricAccess(const FabricAccess&) = delete;
-  FabricAccess& operator=(const FabricAccess&) = delete;
+  static absl::StatusOr<std::unique_ptr<FabricRemoteAccess>> Create(Pool& pool,
+                                                                    std::size_t domain = 0,
+                                                                    fid_ep* endpoint = nullptr);
+  ~FabricRemoteAccess();
+  FabricRemoteAccess(const FabricRemoteAccess&) = delete;
+  FabricRemoteAccess& operator=(const FabricRemoteAccess&) = delete;
 
   // Grants `rights` on the whole block or on [offset, offset + length) of it (atomic rights are
   // granted as remote read and write: libfabric has no separate atomic access). Errors:
@@ -245,7 +246,7 @@ class FabricAccess {
   class Impl;
 
  private:
-  explicit FabricAccess(std::unique_ptr<Impl> impl);
+  explicit FabricRemoteAccess(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

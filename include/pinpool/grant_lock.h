@@ -1,7 +1,7 @@
 // GrantLock and GrantHolder: the pool's record of which blocks a remote-access mechanism has
 // granted to peers, for the mechanisms themselves. pinpool::RemoteAccess (verbs windows and range
-// regions) and libpinpool_fabric's FabricAccess are built on it; a transport of your own can be
-// too, and then gets the same guarantee: a block a grant can still reach is never handed out
+// regions) and libpinpool_fabric's FabricRemoteAccess are built on it; a transport of your own can
+// be too, and then gets the same guarantee: a block a grant can still reach is never handed out
 // again. Applications that only use those mechanisms never touch this header.
 //
 // The protocol:

@@ -265,7 +265,7 @@ absl::StatusOr<FabricRemote> ToFabricRemote(const Block& block, std::size_t doma
   if (!chunk.domain->options().trusted_whole_chunk.any()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "ToFabricRemote: %s registers chunks for local access only; grant the block to the peer "
-        "(FabricAccess), or create the domain with trusted_whole_chunk for trusted peers",
+        "(FabricRemoteAccess), or create the domain with trusted_whole_chunk for trusted peers",
         chunk.domain->name()));
   }
   const auto address = reinterpret_cast<std::uintptr_t>(block.data());
