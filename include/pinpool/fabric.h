@@ -86,9 +86,11 @@ struct FabricDomainOptions {
 };
 
 class FabricDomain;
+template <typename Record>
+class ChunkHandles;  // pinpool/provider.h
 
 // One chunk's registration, what Keys::handle points to for a FabricDomain. Immutable while the
-// chunk is registered.
+// chunk is registered; `magic` is kMagic exactly then.
 struct FabricChunk {
   static constexpr std::uint64_t kMagic = 0x6661622d6368756e;  // "fab-chun"
   std::uint64_t magic = kMagic;
@@ -145,9 +147,9 @@ class FabricDomain final : public Domain {
   bool range_enforced() const noexcept { return range_enforced_; }
   // True once a chunk came back shared (see FabricChunk::shared): grants are then refused.
   bool shared_registrations() const noexcept { return shared_.load(); }
-  std::uint64_t live_registrations() const noexcept { return live_.load(); }
-  std::uint64_t total_registrations() const noexcept { return total_.load(); }
-  std::uint64_t failed_deregistrations() const noexcept { return failed_.load(); }
+  std::uint64_t live_registrations() const noexcept;
+  std::uint64_t total_registrations() const noexcept;
+  std::uint64_t failed_deregistrations() const noexcept;
 
   // For FabricRemoteAccess: registers [address, address+length) with `access` under a fresh key,
   // bound to `endpoint` under FI_MR_ENDPOINT.
@@ -168,9 +170,7 @@ class FabricDomain final : public Domain {
   const std::string name_;
   mutable std::atomic<std::uint64_t> next_key_;
   std::atomic<bool> shared_{false};
-  std::atomic<std::uint64_t> live_{0};
-  std::atomic<std::uint64_t> total_{0};
-  std::atomic<std::uint64_t> failed_{0};
+  const std::unique_ptr<ChunkHandles<FabricChunk>> chunks_;  // registered chunks, counters
 };
 
 // The registration of the chunk `at` lies in, for the pool's domain number `domain` (which must

@@ -41,7 +41,6 @@
 
 #include <ucp/api/ucp.h>
 
-#include <atomic>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -71,8 +70,11 @@ struct UcxDomainOptions {
   Pinning pinning = Pinning::kLongTerm;
 };
 
+template <typename Record>
+class ChunkHandles;  // pinpool/provider.h
+
 // One chunk's mapping, what Keys::handle points to for a UcxDomain. Immutable while the chunk is
-// mapped (from Register to Deregister).
+// mapped (from Register to Deregister); `magic` is kMagic exactly then.
 struct UcxChunk {
   static constexpr std::uint64_t kMagic = 0x7563782d6368756e;  // "ucx-chun"
   std::uint64_t magic = kMagic;
@@ -123,9 +125,9 @@ class UcxDomain final : public Domain {
   // ucp_get_version at run time.
   bool memh_used_for_rma() const noexcept { return memh_used_for_rma_; }
   // Chunks mapped now and ever through this domain; failed ucp_mem_unmap calls.
-  std::uint64_t live_registrations() const noexcept { return live_.load(); }
-  std::uint64_t total_registrations() const noexcept { return total_.load(); }
-  std::uint64_t failed_deregistrations() const noexcept { return failed_.load(); }
+  std::uint64_t live_registrations() const noexcept;
+  std::uint64_t total_registrations() const noexcept;
+  std::uint64_t failed_deregistrations() const noexcept;
 
  private:
   UcxDomain(ucp_context_h context, const UcxDomainOptions& options);
@@ -134,9 +136,7 @@ class UcxDomain final : public Domain {
   const UcxDomainOptions options_;
   const std::string name_;
   const bool memh_used_for_rma_;
-  std::atomic<std::uint64_t> live_{0};
-  std::atomic<std::uint64_t> total_{0};
-  std::atomic<std::uint64_t> failed_{0};
+  const std::unique_ptr<ChunkHandles<UcxChunk>> chunks_;  // the mapped chunks and their counters
 };
 
 // The UCX mapping of the chunk `at` lies in, for the pool's domain number `domain` (which must
