@@ -61,6 +61,7 @@
 #include "absl/status/statusor.h"
 #include "pinpool/block.h"
 #include "pinpool/domain.h"
+#include "pinpool/export.h"
 #include "pinpool/keys.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"  // RemoteRights
@@ -106,7 +107,7 @@ struct FabricChunk {
   const FabricDomain* domain = nullptr;
 };
 
-class FabricDomain final : public Domain {
+class PINPOOL_EXPORT FabricDomain final : public Domain {
  public:
   // Registers into the application's fabric domain, opened from `info` (the fi_info fi_getinfo
   // returned, whose mr_mode, key size, provider and message size are copied). The fid_domain
@@ -151,14 +152,18 @@ class FabricDomain final : public Domain {
   std::uint64_t total_registrations() const noexcept;
   std::uint64_t failed_deregistrations() const noexcept;
 
-  // For FabricRemoteAccess: registers [address, address+length) with `access` under a fresh key,
-  // bound to `endpoint` under FI_MR_ENDPOINT.
-  absl::StatusOr<fid_mr*> RegisterRange(const void* address, std::size_t length,
-                                        std::uint64_t access, fid_ep* endpoint) const;
-
  private:
-  FabricDomain(fid_domain* domain, const fi_info* info, const FabricDomainOptions& options,
-               std::uint64_t mr_mode, std::uint64_t first_key);
+  friend class FabricRemoteAccess;
+
+  // For Register and FabricRemoteAccess (inside the library only): registers [address,
+  // address+length) with `access` under a fresh key, bound to `endpoint` under FI_MR_ENDPOINT.
+  PINPOOL_NO_EXPORT absl::StatusOr<fid_mr*> RegisterRange(const void* address, std::size_t length,
+                                                          std::uint64_t access,
+                                                          fid_ep* endpoint) const;
+
+  PINPOOL_NO_EXPORT FabricDomain(fid_domain* domain, const fi_info* info,
+                                 const FabricDomainOptions& options, std::uint64_t mr_mode,
+                                 std::uint64_t first_key);
 
   fid_domain* const domain_;
   const FabricDomainOptions options_;
@@ -197,7 +202,8 @@ struct FabricRemote {
 // A block with its CHUNK's key: only with FabricDomainOptions::trusted_whole_chunk
 // (kFailedPrecondition otherwise), and then the key opens the whole chunk to the peer for the
 // pool's lifetime, whatever `length` says. For any peer not fully trusted, grant the block.
-absl::StatusOr<FabricRemote> ToFabricRemote(const Block& block, std::size_t domain = 0);
+PINPOOL_EXPORT absl::StatusOr<FabricRemote> ToFabricRemote(const Block& block,
+                                                           std::size_t domain = 0);
 
 // A grant: one block, or a range of it, registered on its own for a peer. Empty when id is 0.
 struct FabricGrant {
@@ -212,7 +218,7 @@ struct FabricGrant {
 // given endpoint under FI_MR_ENDPOINT), and is revoked by closing that registration, at once.
 // Freeing a granted block revokes its grants first; the block is reused only after that. The
 // pool must outlive the FabricRemoteAccess, which revokes everything when destroyed.
-class FabricRemoteAccess {
+class PINPOOL_EXPORT FabricRemoteAccess {
  public:
   // Errors: kInvalidArgument (the domain number is not a FabricDomain of the pool; FI_MR_ENDPOINT
   // without an endpoint), kFailedPrecondition (the provider shares registrations: a grant would
@@ -243,10 +249,10 @@ class FabricRemoteAccess {
   std::size_t live_grants() const;
   bool range_enforced() const noexcept;
 
-  class Impl;
+  class Impl;  // the library's own: not exported
 
  private:
-  explicit FabricRemoteAccess(std::unique_ptr<Impl> impl);
+  PINPOOL_NO_EXPORT explicit FabricRemoteAccess(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -255,31 +261,35 @@ class FabricRemoteAccess {
 // FI_DELIVERY_COMPLETE where the target must see the data before the completion), after checking
 // both ranges and length <= the provider's max_msg_size (kOutOfRange / kInvalidArgument:
 // nothing is posted). kUnavailable for -FI_EAGAIN: progress the completion queue and retry.
-absl::Status FabricWrite(fid_ep* ep, const Block& from, std::size_t offset, std::size_t length,
-                         fi_addr_t dest, const FabricRemote& to, std::size_t to_offset,
-                         void* context, std::uint64_t flags = FI_COMPLETION,
-                         std::size_t domain = 0);
+PINPOOL_EXPORT absl::Status FabricWrite(fid_ep* ep, const Block& from, std::size_t offset,
+                                        std::size_t length, fi_addr_t dest, const FabricRemote& to,
+                                        std::size_t to_offset, void* context,
+                                        std::uint64_t flags = FI_COMPLETION,
+                                        std::size_t domain = 0);
 // Posts ONE RMA read of `length` bytes at `from` + `from_offset` into [offset, offset + length)
 // of `into`. As FabricWrite otherwise.
-absl::Status FabricRead(fid_ep* ep, const Block& into, std::size_t offset, std::size_t length,
-                        fi_addr_t dest, const FabricRemote& from, std::size_t from_offset,
-                        void* context, std::uint64_t flags = FI_COMPLETION, std::size_t domain = 0);
+PINPOOL_EXPORT absl::Status FabricRead(fid_ep* ep, const Block& into, std::size_t offset,
+                                       std::size_t length, fi_addr_t dest, const FabricRemote& from,
+                                       std::size_t from_offset, void* context,
+                                       std::uint64_t flags = FI_COMPLETION, std::size_t domain = 0);
 
 // Writes (or reads) the whole range and waits: splits it at max_msg_size, retries -FI_EAGAIN,
 // and reads `cq` until every piece completed (an error completion fails with the provider's
 // text). Every completion read from `cq` meanwhile is taken to be one of these: use it where
 // nothing else completes on that queue. For simple programs and tests.
-absl::Status FabricWriteSync(fid_ep* ep, fid_cq* cq, const Block& from, std::size_t offset,
-                             std::size_t length, fi_addr_t dest, const FabricRemote& to,
-                             std::size_t to_offset, std::uint64_t flags = FI_COMPLETION,
-                             std::size_t domain = 0);
-absl::Status FabricReadSync(fid_ep* ep, fid_cq* cq, const Block& into, std::size_t offset,
-                            std::size_t length, fi_addr_t dest, const FabricRemote& from,
-                            std::size_t from_offset, std::uint64_t flags = FI_COMPLETION,
-                            std::size_t domain = 0);
+PINPOOL_EXPORT absl::Status FabricWriteSync(fid_ep* ep, fid_cq* cq, const Block& from,
+                                            std::size_t offset, std::size_t length, fi_addr_t dest,
+                                            const FabricRemote& to, std::size_t to_offset,
+                                            std::uint64_t flags = FI_COMPLETION,
+                                            std::size_t domain = 0);
+PINPOOL_EXPORT absl::Status FabricReadSync(fid_ep* ep, fid_cq* cq, const Block& into,
+                                           std::size_t offset, std::size_t length, fi_addr_t dest,
+                                           const FabricRemote& from, std::size_t from_offset,
+                                           std::uint64_t flags = FI_COMPLETION,
+                                           std::size_t domain = 0);
 
 // A libfabric return code (negative) as an absl::Status: "what: fi_strerror(...)".
-absl::Status FabricError(int ret, const std::string& what);
+PINPOOL_EXPORT absl::Status FabricError(int ret, const std::string& what);
 
 }  // namespace pinpool
 

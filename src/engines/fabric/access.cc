@@ -19,7 +19,7 @@
 
 namespace pinpool {
 
-class FabricRemoteAccess::Impl final : public GrantHolder {
+class PINPOOL_NO_EXPORT FabricRemoteAccess::Impl final : public GrantHolder {
  public:
   Impl(Pool* pool, std::shared_ptr<FabricDomain> domain, std::size_t domain_index, fid_ep* endpoint)
       : pool_(pool), domain_(std::move(domain)), domain_index_(domain_index), endpoint_(endpoint) {
