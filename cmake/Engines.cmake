@@ -7,8 +7,12 @@
 #   ON (the engine is required: configuring fails without it), OFF (never built).
 #
 # Targets: pinpool_ucx (alias pinpool::ucx), pinpool_fabric (alias pinpool::fabric). Sources live
-# in src/engines/<engine>/, above the core's layers: they use libpinpool's public API only (the
-# Domain interface, GrantLock for grants), so they link with it like any application would. Installed by
+# in src/engines/<engine>/, above the core's layers: they use libpinpool's public headers only
+# (the users' ones and the implementer's pinpool/provider.h: the Domain interface, checked chunk
+# records, GrantLock for grants), so they link with it like any domain writer's library would.
+# Built with the core's discipline: hidden visibility, PINPOOL_EXPORT on what their header
+# declares, and a version script each (cmake/libpinpool_<engine>.map), so that they export their
+# API and nothing else (tests/linking/check-exports.sh checks them too). Installed by
 # cmake/InstallEngines.cmake as components of the CMake package and as their own .pc files.
 # Included by the top-level CMakeLists.txt after the core target exists.
 
@@ -42,9 +46,15 @@ function(pinpool_engine)
   set(target pinpool_${E_NAME})
   add_library(${target} SHARED ${E_SOURCES})
   add_library(pinpool::${E_NAME} ALIAS ${target})
-  target_compile_options(${target} PRIVATE -Wall -Wextra $<$<BOOL:${PINPOOL_WERROR}>:-Werror>)
-  # What the engines share (src/engines/*.h), and nothing of the core's internals.
-  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/engines)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -fno-semantic-interposition
+                         $<$<BOOL:${PINPOOL_WERROR}>:-Werror>)
+  # Only what include/pinpool/<engine>.h declares with PINPOOL_EXPORT is exported.
+  set(map ${PROJECT_SOURCE_DIR}/cmake/libpinpool_${E_NAME}.map)
+  set_target_properties(${target} PROPERTIES
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    LINK_DEPENDS ${map})
+  target_link_options(${target} PRIVATE "LINKER:--version-script=${map}")
   # The engine is public: pinpool/ucx.h and pinpool/fabric.h include its headers.
   target_link_libraries(${target} PUBLIC pinpool PkgConfig::${E_PREFIX}
                         PRIVATE absl::str_format absl::strings absl::synchronization)

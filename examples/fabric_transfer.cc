@@ -1,6 +1,6 @@
 // RMA writes and reads between pool blocks of two processes (two hosts) through libfabric, with
 // the chunks of both pools registered once by pinpool::FabricDomain, and every request served
-// through its own grant (pinpool::FabricAccess), revoked as soon as the request is over.
+// through its own grant (pinpool::FabricRemoteAccess), revoked as soon as the request is over.
 //
 //   target:    pinpool_fabric_transfer target ADDRESS [--port P] [--provider NAME]
 //   initiator: pinpool_fabric_transfer initiator ADDRESS [--port P] [--provider NAME]
@@ -181,7 +181,7 @@ int Target(const Args& args) {
   Fabric f(role, args.provider);
   std::shared_ptr<pinpool::FabricDomain> domain;
   std::unique_ptr<pinpool::Pool> pool = MakePool(role, f, &domain);
-  auto access = pinpool::FabricAccess::Create(*pool, 0, f.ep);
+  auto access = pinpool::FabricRemoteAccess::Create(*pool, 0, f.ep);
   if (!access.ok()) Die(role, access.status().ToString());
   std::printf("target: %s, mr_mode %#" PRIx64 ", grants %s\n", domain->name().c_str(),
               domain->mr_mode(),

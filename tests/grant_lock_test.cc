@@ -116,7 +116,7 @@ TEST(GrantLockDeathTest, MisuseOfGrantedBlocksAndPoolsIsRefused) {
     lock.AddHolder();
   }
   EXPECT_EQ(pool->GetStats().grants.connections, 1u);
-  EXPECT_DEATH(pool.reset(), "grant holders .VerbsRemoteAccess, FabricAccess. still use it");
+  EXPECT_DEATH(pool.reset(), "grant holders .VerbsRemoteAccess, FabricRemoteAccess. still use it");
   {
     GrantLock lock(*pool);
     lock.RemoveHolder();

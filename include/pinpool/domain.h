@@ -16,6 +16,8 @@
 //  - pinning() says truthfully what Register does to the pages (pinpool/keys.h: Pinning). The
 //    pool checks RLIMIT_MEMLOCK headroom against the counter that kind grows (VmPin for
 //    long-term pins, VmLck for mlock) and reports the pool's pinned and locked bytes by it.
+// What an implementation needs beyond this interface (the memlock error wording, checked chunk
+// records, transfer checks, grant bookkeeping) is in pinpool/provider.h.
 #ifndef PINPOOL_DOMAIN_H_
 #define PINPOOL_DOMAIN_H_
 
@@ -73,12 +75,6 @@ PINPOOL_EXPORT absl::StatusOr<std::shared_ptr<Domain>> MakeLongTermPinDomain();
 // must not page out; chosen explicitly, never a default or a fallback. Kind kHost (no keys),
 // name "mlock (resident, not pinned)".
 PINPOOL_EXPORT std::shared_ptr<Domain> MakeResidentNotPinnedDomain();
-
-// For Domain implementations (yours, the optional engines'): the error for a registration whose
-// pin the kernel refused (`err`: ENOMEM or EAGAIN from the call `what`, e.g. "ibv_reg_mr"), in
-// the words pinpool's own domains use: RLIMIT_MEMLOCK, what this process holds long-term pinned
-// (VmPin) and locked (VmLck), and the fix. kResourceExhausted.
-PINPOOL_EXPORT absl::Status PinRefusedError(const char* what, int err, std::size_t bytes);
 
 }  // namespace pinpool
 

@@ -1,7 +1,10 @@
-/* PINPOOL_EXPORT marks what libpinpool.so exports: the classes and functions this directory
- * declares, and nothing else. The library is compiled with hidden visibility, so its internals
- * (every pinpool::internal name, its private allocator) stay out of its ABI; the CMake target
- * and pkg-config file give consumers no way to reach them. C and C++. */
+/* PINPOOL_EXPORT marks what pinpool's libraries export: the classes and functions this directory
+ * declares, and nothing else. libpinpool.so and the engine libraries (libpinpool_ucx.so,
+ * libpinpool_fabric.so) are compiled with hidden visibility and linked with a version script
+ * each (cmake/libpinpool.map, libpinpool_ucx.map, libpinpool_fabric.map), so their internals
+ * (every pinpool::internal name, the private allocator, the engines' own helpers, the standard
+ * library's and Abseil's template instances) stay out of their ABI; the CMake targets and
+ * pkg-config files give consumers no way to reach them. C and C++. */
 #ifndef PINPOOL_EXPORT_H_
 #define PINPOOL_EXPORT_H_
 

@@ -13,14 +13,14 @@
 //    offset from the start of the registration (FabricRemote::address is always what the peer
 //    must pass);
 //  - FI_MR_ENDPOINT: each registration is bound to an endpoint (FabricDomainOptions::endpoint,
-//    FabricAccess's endpoint) and enabled before use (not exercised by any provider here: none of
-//    tcp, shm, sockets or verbs requires it);
+//    FabricRemoteAccess's endpoint) and enabled before use (not exercised by any provider here:
+//    none of tcp, shm, sockets or verbs requires it);
 //  - FI_MR_ALLOCATED: the memory must be mapped: pool chunks always are;
 //  - FI_MR_RAW (keys longer than 64 bits) is refused (kUnimplemented).
 //
 // Remote exposure follows the verbs domain's rules (docs/remote-access.md). A chunk is
 // registered for local access only by default; a peer gets one block, or a range of one, through
-// a grant (FabricAccess): a registration of exactly that range with its own key, revoked by
+// a grant (FabricRemoteAccess): a registration of exactly that range with its own key, revoked by
 // closing it (fi_close, synchronous), and no block a grant can still reach is handed out again
 // before its revocation. Whether a peer is kept inside the range is up to the provider:
 //  - enforced (measured): verbs (by the device), tcp (the target drops the access and the
@@ -30,7 +30,7 @@
 // Registration caches break grants: libfabric's verbs provider caches registrations by default
 // and hands a range inside a registered chunk the chunk's own registration (same key, and
 // with remote write access, whatever pinpool asked: measured). FabricDomain detects that on each
-// chunk (shared_registrations()) and FabricAccess then refuses to grant, naming the fix:
+// chunk (shared_registrations()) and FabricRemoteAccess then refuses to grant, naming the fix:
 // FI_MR_CACHE_MAX_COUNT=0 (pinpool's chunks need no cache: they are registered once).
 // Chunk-wide keys (FabricDomainOptions::trusted_whole_chunk) remain for trusted peers only.
 //
@@ -40,7 +40,7 @@
 //
 // Thread safety: Register and Deregister may be called from any thread at once (libfabric
 // domains here are FI_THREAD_SAFE; pinpool's key counter and counters are atomic); FabricChunk
-// records are immutable from registration to deregistration. A FabricAccess may be used from
+// records are immutable from registration to deregistration. A FabricRemoteAccess may be used from
 // any thread; its grant operations share the pool's grant lock. The transfer helpers are plain
 // functions; the endpoint and completion queue follow the provider's threading model.
 #ifndef PINPOOL_FABRIC_H_
@@ -61,6 +61,7 @@
 #include "absl/status/statusor.h"
 #include "pinpool/block.h"
 #include "pinpool/domain.h"
+#include "pinpool/export.h"
 #include "pinpool/keys.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"  // RemoteRights
@@ -71,7 +72,7 @@ struct FabricDomainOptions {
   // DANGER, for trusted peers only: remote rights on each chunk's own registration, so that
   // ToFabricRemote gives the CHUNK's key, which opens every block of the chunk to any peer that
   // learns it, for as long as the pool lives (freeing a block revokes nothing). Use grants
-  // (FabricAccess) unless every peer is part of the application's own trust domain.
+  // (FabricRemoteAccess) unless every peer is part of the application's own trust domain.
   RemoteRights trusted_whole_chunk = {};
   // FI_MR_ENDPOINT providers: the endpoint each chunk registration is bound to. Required there
   // (kInvalidArgument otherwise), ignored elsewhere.
@@ -86,9 +87,11 @@ struct FabricDomainOptions {
 };
 
 class FabricDomain;
+template <typename Record>
+class ChunkHandles;  // pinpool/provider.h
 
 // One chunk's registration, what Keys::handle points to for a FabricDomain. Immutable while the
-// chunk is registered.
+// chunk is registered; `magic` is kMagic exactly then.
 struct FabricChunk {
   static constexpr std::uint64_t kMagic = 0x6661622d6368756e;  // "fab-chun"
   std::uint64_t magic = kMagic;
@@ -104,7 +107,7 @@ struct FabricChunk {
   const FabricDomain* domain = nullptr;
 };
 
-class FabricDomain final : public Domain {
+class PINPOOL_EXPORT FabricDomain final : public Domain {
  public:
   // Registers into the application's fabric domain, opened from `info` (the fi_info fi_getinfo
   // returned, whose mr_mode, key size, provider and message size are copied). The fid_domain
@@ -145,18 +148,22 @@ class FabricDomain final : public Domain {
   bool range_enforced() const noexcept { return range_enforced_; }
   // True once a chunk came back shared (see FabricChunk::shared): grants are then refused.
   bool shared_registrations() const noexcept { return shared_.load(); }
-  std::uint64_t live_registrations() const noexcept { return live_.load(); }
-  std::uint64_t total_registrations() const noexcept { return total_.load(); }
-  std::uint64_t failed_deregistrations() const noexcept { return failed_.load(); }
-
-  // For FabricAccess: registers [address, address+length) with `access` under a fresh key,
-  // bound to `endpoint` under FI_MR_ENDPOINT.
-  absl::StatusOr<fid_mr*> RegisterRange(const void* address, std::size_t length,
-                                        std::uint64_t access, fid_ep* endpoint) const;
+  std::uint64_t live_registrations() const noexcept;
+  std::uint64_t total_registrations() const noexcept;
+  std::uint64_t failed_deregistrations() const noexcept;
 
  private:
-  FabricDomain(fid_domain* domain, const fi_info* info, const FabricDomainOptions& options,
-               std::uint64_t mr_mode, std::uint64_t first_key);
+  friend class FabricRemoteAccess;
+
+  // For Register and FabricRemoteAccess (inside the library only): registers [address,
+  // address+length) with `access` under a fresh key, bound to `endpoint` under FI_MR_ENDPOINT.
+  PINPOOL_NO_EXPORT absl::StatusOr<fid_mr*> RegisterRange(const void* address, std::size_t length,
+                                                          std::uint64_t access,
+                                                          fid_ep* endpoint) const;
+
+  PINPOOL_NO_EXPORT FabricDomain(fid_domain* domain, const fi_info* info,
+                                 const FabricDomainOptions& options, std::uint64_t mr_mode,
+                                 std::uint64_t first_key);
 
   fid_domain* const domain_;
   const FabricDomainOptions options_;
@@ -168,9 +175,7 @@ class FabricDomain final : public Domain {
   const std::string name_;
   mutable std::atomic<std::uint64_t> next_key_;
   std::atomic<bool> shared_{false};
-  std::atomic<std::uint64_t> live_{0};
-  std::atomic<std::uint64_t> total_{0};
-  std::atomic<std::uint64_t> failed_{0};
+  const std::unique_ptr<ChunkHandles<FabricChunk>> chunks_;  // registered chunks, counters
 };
 
 // The registration of the chunk `at` lies in, for the pool's domain number `domain` (which must
@@ -197,7 +202,8 @@ struct FabricRemote {
 // A block with its CHUNK's key: only with FabricDomainOptions::trusted_whole_chunk
 // (kFailedPrecondition otherwise), and then the key opens the whole chunk to the peer for the
 // pool's lifetime, whatever `length` says. For any peer not fully trusted, grant the block.
-absl::StatusOr<FabricRemote> ToFabricRemote(const Block& block, std::size_t domain = 0);
+PINPOOL_EXPORT absl::StatusOr<FabricRemote> ToFabricRemote(const Block& block,
+                                                           std::size_t domain = 0);
 
 // A grant: one block, or a range of it, registered on its own for a peer. Empty when id is 0.
 struct FabricGrant {
@@ -211,17 +217,18 @@ struct FabricGrant {
 // with the asked remote rights and its own key (scope: every endpoint of the fid_domain, or the
 // given endpoint under FI_MR_ENDPOINT), and is revoked by closing that registration, at once.
 // Freeing a granted block revokes its grants first; the block is reused only after that. The
-// pool must outlive the FabricAccess, which revokes everything when destroyed.
-class FabricAccess {
+// pool must outlive the FabricRemoteAccess, which revokes everything when destroyed.
+class PINPOOL_EXPORT FabricRemoteAccess {
  public:
   // Errors: kInvalidArgument (the domain number is not a FabricDomain of the pool; FI_MR_ENDPOINT
   // without an endpoint), kFailedPrecondition (the provider shares registrations: a grant would
   // be the whole chunk's registration; the message names the setting that turns that off).
-  static absl::StatusOr<std::unique_ptr<FabricAccess>> Create(Pool& pool, std::size_t domain = 0,
-                                                              fid_ep* endpoint = nullptr);
-  ~FabricAccess();
-  FabricAccess(const FabricAccess&) = delete;
-  FabricAccess& operator=(const FabricAccess&) = delete;
+  static absl::StatusOr<std::unique_ptr<FabricRemoteAccess>> Create(Pool& pool,
+                                                                    std::size_t domain = 0,
+                                                                    fid_ep* endpoint = nullptr);
+  ~FabricRemoteAccess();
+  FabricRemoteAccess(const FabricRemoteAccess&) = delete;
+  FabricRemoteAccess& operator=(const FabricRemoteAccess&) = delete;
 
   // Grants `rights` on the whole block or on [offset, offset + length) of it (atomic rights are
   // granted as remote read and write: libfabric has no separate atomic access). Errors:
@@ -242,10 +249,10 @@ class FabricAccess {
   std::size_t live_grants() const;
   bool range_enforced() const noexcept;
 
-  class Impl;
+  class Impl;  // the library's own: not exported
 
  private:
-  explicit FabricAccess(std::unique_ptr<Impl> impl);
+  PINPOOL_NO_EXPORT explicit FabricRemoteAccess(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -254,31 +261,35 @@ class FabricAccess {
 // FI_DELIVERY_COMPLETE where the target must see the data before the completion), after checking
 // both ranges and length <= the provider's max_msg_size (kOutOfRange / kInvalidArgument:
 // nothing is posted). kUnavailable for -FI_EAGAIN: progress the completion queue and retry.
-absl::Status FabricWrite(fid_ep* ep, const Block& from, std::size_t offset, std::size_t length,
-                         fi_addr_t dest, const FabricRemote& to, std::size_t to_offset,
-                         void* context, std::uint64_t flags = FI_COMPLETION,
-                         std::size_t domain = 0);
+PINPOOL_EXPORT absl::Status FabricWrite(fid_ep* ep, const Block& from, std::size_t offset,
+                                        std::size_t length, fi_addr_t dest, const FabricRemote& to,
+                                        std::size_t to_offset, void* context,
+                                        std::uint64_t flags = FI_COMPLETION,
+                                        std::size_t domain = 0);
 // Posts ONE RMA read of `length` bytes at `from` + `from_offset` into [offset, offset + length)
 // of `into`. As FabricWrite otherwise.
-absl::Status FabricRead(fid_ep* ep, const Block& into, std::size_t offset, std::size_t length,
-                        fi_addr_t dest, const FabricRemote& from, std::size_t from_offset,
-                        void* context, std::uint64_t flags = FI_COMPLETION, std::size_t domain = 0);
+PINPOOL_EXPORT absl::Status FabricRead(fid_ep* ep, const Block& into, std::size_t offset,
+                                       std::size_t length, fi_addr_t dest, const FabricRemote& from,
+                                       std::size_t from_offset, void* context,
+                                       std::uint64_t flags = FI_COMPLETION, std::size_t domain = 0);
 
 // Writes (or reads) the whole range and waits: splits it at max_msg_size, retries -FI_EAGAIN,
 // and reads `cq` until every piece completed (an error completion fails with the provider's
 // text). Every completion read from `cq` meanwhile is taken to be one of these: use it where
 // nothing else completes on that queue. For simple programs and tests.
-absl::Status FabricWriteSync(fid_ep* ep, fid_cq* cq, const Block& from, std::size_t offset,
-                             std::size_t length, fi_addr_t dest, const FabricRemote& to,
-                             std::size_t to_offset, std::uint64_t flags = FI_COMPLETION,
-                             std::size_t domain = 0);
-absl::Status FabricReadSync(fid_ep* ep, fid_cq* cq, const Block& into, std::size_t offset,
-                            std::size_t length, fi_addr_t dest, const FabricRemote& from,
-                            std::size_t from_offset, std::uint64_t flags = FI_COMPLETION,
-                            std::size_t domain = 0);
+PINPOOL_EXPORT absl::Status FabricWriteSync(fid_ep* ep, fid_cq* cq, const Block& from,
+                                            std::size_t offset, std::size_t length, fi_addr_t dest,
+                                            const FabricRemote& to, std::size_t to_offset,
+                                            std::uint64_t flags = FI_COMPLETION,
+                                            std::size_t domain = 0);
+PINPOOL_EXPORT absl::Status FabricReadSync(fid_ep* ep, fid_cq* cq, const Block& into,
+                                           std::size_t offset, std::size_t length, fi_addr_t dest,
+                                           const FabricRemote& from, std::size_t from_offset,
+                                           std::uint64_t flags = FI_COMPLETION,
+                                           std::size_t domain = 0);
 
 // A libfabric return code (negative) as an absl::Status: "what: fi_strerror(...)".
-absl::Status FabricError(int ret, const std::string& what);
+PINPOOL_EXPORT absl::Status FabricError(int ret, const std::string& what);
 
 }  // namespace pinpool
 

@@ -1,8 +1,8 @@
 // GrantLock and GrantHolder: the pool's record of which blocks a remote-access mechanism has
 // granted to peers, for the mechanisms themselves. pinpool::VerbsRemoteAccess (verbs windows and
-// range regions) and libpinpool_fabric's FabricAccess are built on it; a transport of your own can
-// be too, and then gets the same guarantee: a block a grant can still reach is never handed out
-// again. Applications that only use those mechanisms never touch this header.
+// range regions) and libpinpool_fabric's FabricRemoteAccess are built on it; a transport of your
+// own can be too, and then gets the same guarantee: a block a grant can still reach is never handed
+// out again. Applications that only use those mechanisms never touch this header.
 //
 // The protocol:
 //  - Every grant operation of a pool happens under its grant lock: construct a GrantLock.
@@ -23,7 +23,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
 
 #include "pinpool/block.h"
 #include "pinpool/export.h"
@@ -64,13 +63,8 @@ class PINPOOL_EXPORT GrantLock {
   void End(void* block, GrantHolder& holder, std::uint64_t id);
   // True when `block` (a block's start) was freed and is held until its grants end.
   bool Held(const void* block) const;
-  // The pool's grant counters (PoolStats::grants), for the holder to keep: the ones every
-  // mechanism has (grants, live, revoking).
+  // The pool's grant counters (PoolStats::grants), for the holder to keep.
   GrantStats& counters();
-  // Adds `n` to a counter of the mechanism's own (GrantStats::figures: created with `help` at its
-  // first count, then summed over every holder on the pool). Name it after the mechanism:
-  // "verbs_window_binds", "fabric_region_registrations".
-  void Count(std::string_view name, std::string_view help, std::uint64_t n = 1);
   // A holder starts or stops using the pool.
   void AddHolder();
   void RemoveHolder();

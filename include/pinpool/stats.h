@@ -77,7 +77,7 @@ PINPOOL_EXPORT std::string FormatBytes(std::uint64_t bytes);
 // Remote grants of one pool (pinpool/verbs_remote_access.h, pinpool/fabric.h), over all its grant
 // holders.
 struct GrantStats {
-  std::uint64_t connections = 0;  // grant holders alive (VerbsRemoteAccess, FabricAccess)
+  std::uint64_t connections = 0;  // grant holders alive (VerbsRemoteAccess, FabricRemoteAccess)
   std::uint64_t live = 0;         // grants a peer may use now
   std::uint64_t revoking = 0;  // revocations started, not yet confirmed (a peer may still use them)
   std::uint64_t grants = 0;    // grants made, ever

@@ -41,7 +41,6 @@
 
 #include <ucp/api/ucp.h>
 
-#include <atomic>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "pinpool/block.h"
 #include "pinpool/domain.h"
+#include "pinpool/export.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
@@ -71,8 +71,11 @@ struct UcxDomainOptions {
   Pinning pinning = Pinning::kLongTerm;
 };
 
+template <typename Record>
+class ChunkHandles;  // pinpool/provider.h
+
 // One chunk's mapping, what Keys::handle points to for a UcxDomain. Immutable while the chunk is
-// mapped (from Register to Deregister).
+// mapped (from Register to Deregister); `magic` is kMagic exactly then.
 struct UcxChunk {
   static constexpr std::uint64_t kMagic = 0x7563782d6368756e;  // "ucx-chun"
   std::uint64_t magic = kMagic;
@@ -87,7 +90,7 @@ struct UcxChunk {
   std::span<const std::byte> rkey() const noexcept { return {packed_rkey, packed_rkey_size}; }
 };
 
-class UcxDomain final : public Domain {
+class PINPOOL_EXPORT UcxDomain final : public Domain {
  public:
   // Maps chunks with the application's context, which must have been created with
   // UCP_FEATURE_RMA (UCX 1.13 cannot be asked which features a context has: put and get fail
@@ -123,20 +126,18 @@ class UcxDomain final : public Domain {
   // ucp_get_version at run time.
   bool memh_used_for_rma() const noexcept { return memh_used_for_rma_; }
   // Chunks mapped now and ever through this domain; failed ucp_mem_unmap calls.
-  std::uint64_t live_registrations() const noexcept { return live_.load(); }
-  std::uint64_t total_registrations() const noexcept { return total_.load(); }
-  std::uint64_t failed_deregistrations() const noexcept { return failed_.load(); }
+  std::uint64_t live_registrations() const noexcept;
+  std::uint64_t total_registrations() const noexcept;
+  std::uint64_t failed_deregistrations() const noexcept;
 
  private:
-  UcxDomain(ucp_context_h context, const UcxDomainOptions& options);
+  PINPOOL_NO_EXPORT UcxDomain(ucp_context_h context, const UcxDomainOptions& options);
 
   ucp_context_h const context_;
   const UcxDomainOptions options_;
   const std::string name_;
   const bool memh_used_for_rma_;
-  std::atomic<std::uint64_t> live_{0};
-  std::atomic<std::uint64_t> total_{0};
-  std::atomic<std::uint64_t> failed_{0};
+  const std::unique_ptr<ChunkHandles<UcxChunk>> chunks_;  // the mapped chunks and their counters
 };
 
 // The UCX mapping of the chunk `at` lies in, for the pool's domain number `domain` (which must
@@ -157,12 +158,13 @@ struct UcxPeerBlock {
 };
 // Only with UcxDomainOptions::trusted_whole_chunk (kFailedPrecondition otherwise), and then the
 // rkey opens the whole chunk to the peer for the pool's lifetime, whatever `length` says.
-absl::StatusOr<UcxPeerBlock> ToUcxPeerBlock(const Block& block, std::size_t domain = 0);
+PINPOOL_EXPORT absl::StatusOr<UcxPeerBlock> ToUcxPeerBlock(const Block& block,
+                                                           std::size_t domain = 0);
 
 // A peer's packed rkey unpacked on one endpoint (ucp_ep_rkey_unpack), destroyed with the object
 // (ucp_rkey_destroy). Destroy it before the endpoint is closed. Unpack once per endpoint and
 // peer chunk, not per operation.
-class UcxRkey {
+class PINPOOL_EXPORT UcxRkey {
  public:
   static absl::StatusOr<UcxRkey> Unpack(ucp_ep_h ep, std::span<const std::byte> packed_rkey);
   UcxRkey() = default;
@@ -192,25 +194,25 @@ struct UcxRemote {
 // returned: UCS_OK (done: `from` may be reused) or a request to wait for (UcxWait, or your own
 // callback in `param`); a UCX error as kInternal/kUnavailable. The put is complete at the peer
 // only after a flush (UcxFlush). `param` is copied, and its memh field set.
-absl::StatusOr<ucs_status_ptr_t> UcxPut(ucp_ep_h ep, const Block& from, std::size_t offset,
-                                        std::size_t length, const UcxRemote& to,
-                                        std::size_t to_offset, std::size_t domain = 0,
-                                        ucp_request_param_t param = {});
+PINPOOL_EXPORT absl::StatusOr<ucs_status_ptr_t> UcxPut(ucp_ep_h ep, const Block& from,
+                                                       std::size_t offset, std::size_t length,
+                                                       const UcxRemote& to, std::size_t to_offset,
+                                                       std::size_t domain = 0,
+                                                       ucp_request_param_t param = {});
 // Starts a get of `length` bytes at from.address + from_offset into bytes [offset, offset +
 // length) of `into`. As UcxPut otherwise; `into` holds the data once the request completed.
-absl::StatusOr<ucs_status_ptr_t> UcxGet(ucp_ep_h ep, const Block& into, std::size_t offset,
-                                        std::size_t length, const UcxRemote& from,
-                                        std::size_t from_offset, std::size_t domain = 0,
-                                        ucp_request_param_t param = {});
+PINPOOL_EXPORT absl::StatusOr<ucs_status_ptr_t> UcxGet(
+    ucp_ep_h ep, const Block& into, std::size_t offset, std::size_t length, const UcxRemote& from,
+    std::size_t from_offset, std::size_t domain = 0, ucp_request_param_t param = {});
 
 // Progresses `worker` until `request` (what a *_nbx call returned: UCS_OK, an error pointer or
 // a request) completes, then frees it. Returns the operation's status. Blocks without limit.
-absl::Status UcxWait(ucp_worker_h worker, ucs_status_ptr_t request);
+PINPOOL_EXPORT absl::Status UcxWait(ucp_worker_h worker, ucs_status_ptr_t request);
 // ucp_ep_flush_nbx on `ep`, waited: every put and get issued on it is complete at the peer.
-absl::Status UcxFlush(ucp_worker_h worker, ucp_ep_h ep);
+PINPOOL_EXPORT absl::Status UcxFlush(ucp_worker_h worker, ucp_ep_h ep);
 
 // A UCX status as an absl::Status ("what: <UCX's text>"), with a code a caller can act on.
-absl::Status UcxError(ucs_status_t status, const std::string& what);
+PINPOOL_EXPORT absl::Status UcxError(ucs_status_t status, const std::string& what);
 
 }  // namespace pinpool
 

@@ -1,10 +1,11 @@
-// The RLIMIT_MEMLOCK messages of memlock.h: one wording for the check and for the kernel's refusal.
+// The RLIMIT_MEMLOCK messages of memlock.h, and PinRefusedError (pinpool/provider.h): one
+// wording for the check and for the kernel's refusal, whoever registers.
 #include "domain/memlock.h"
 
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "pinpool/domain.h"
+#include "pinpool/provider.h"
 #include "util/bytes.h"
 
 namespace pinpool::internal {

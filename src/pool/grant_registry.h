@@ -67,8 +67,8 @@ class GrantRegistry {
   // Held blocks whose last grant has ended since the last call: the caller frees them.
   std::vector<Released> TakeReleasedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Grant holders of the pool (VerbsRemoteAccess, FabricAccess): a pool must not be destroyed while
-  // one lives.
+  // Grant holders of the pool (VerbsRemoteAccess, FabricRemoteAccess): a pool must not be destroyed
+  // while one lives.
   void AddHolderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { ++holders_; }
   void RemoveHolderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --holders_; }
   std::size_t holders() {

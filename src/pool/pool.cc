@@ -101,12 +101,12 @@ void StoreForLater(T& field, T value) {
 // slow path's CheckAlive, as long as the Pool's own memory has not been reused. heap_ goes first:
 // the heap lets go of the chunks before they are unmapped.
 Pool::~Pool() {
-  PINPOOL_CHECK(
-      grants_->holders() == 0,
-      "pool %p destroyed while %zu grant holders (VerbsRemoteAccess, FabricAccess) still use it: "
-      "destroy them "
-      "first (a peer could still reach the pool's memory)",
-      static_cast<const void*>(this), grants_->holders());
+  PINPOOL_CHECK(grants_->holders() == 0,
+                "pool %p destroyed while %zu grant holders (VerbsRemoteAccess, FabricRemoteAccess) "
+                "still use it: "
+                "destroy them "
+                "first (a peer could still reach the pool's memory)",
+                static_cast<const void*>(this), grants_->holders());
   StoreForLater(heap_id_, internal::Heap::kDeadId);
   StoreForLater(range_size_, std::size_t{0});
   StoreForLater(max_block_, std::size_t{0});

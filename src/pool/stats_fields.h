@@ -284,7 +284,7 @@ inline constexpr std::array<Section, 1> kDomainSections = {{
 
 inline constexpr std::array kGrantFields = {
     Member<&GrantStats::connections>("connections", Unit::kCount, Kind::kGauge,
-                                     "grant holders alive (VerbsRemoteAccess, FabricAccess)"),
+                                     "grant holders alive (VerbsRemoteAccess, FabricRemoteAccess)"),
     Member<&GrantStats::live>("live", Unit::kCount, Kind::kGauge, "grants a peer may use now"),
     Member<&GrantStats::revoking>("revoking", Unit::kCount, Kind::kGauge,
                                   "revocations started, not yet confirmed"),

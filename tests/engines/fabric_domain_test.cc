@@ -77,7 +77,7 @@ class FabricTest : public ::testing::TestWithParam<const char*> {
     target_pool_ = MakePool(target_domain_);
     local_pool_ = MakePool(local_domain_);
     ASSERT_TRUE(target_pool_ && local_pool_);
-    auto access = FabricAccess::Create(*target_pool_);
+    auto access = FabricRemoteAccess::Create(*target_pool_);
     ASSERT_TRUE(access.ok()) << access.status();
     access_ = *std::move(access);
   }
@@ -97,7 +97,7 @@ class FabricTest : public ::testing::TestWithParam<const char*> {
   const fi_info* info_ = nullptr;
   std::shared_ptr<FabricDomain> target_domain_, local_domain_;
   std::unique_ptr<Pool> target_pool_, local_pool_;
-  std::unique_ptr<FabricAccess> access_;
+  std::unique_ptr<FabricRemoteAccess> access_;
 };
 
 std::uint8_t Pattern(std::size_t seed, std::size_t i) {

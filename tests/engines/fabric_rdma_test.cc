@@ -115,7 +115,7 @@ class VerbsFabricTest : public ::testing::Test {
   std::unique_ptr<testing::FabricPair> pair_;
   std::shared_ptr<FabricDomain> target_domain_, local_domain_;
   std::unique_ptr<Pool> target_pool_, local_pool_;
-  std::unique_ptr<FabricAccess> access_;
+  std::unique_ptr<FabricRemoteAccess> access_;
 };
 
 class NoCacheTest : public VerbsFabricTest {
@@ -124,7 +124,7 @@ class NoCacheTest : public VerbsFabricTest {
     VerbsFabricTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_TRUE(CacheOff()) << "run with FI_MR_CACHE_MAX_COUNT=0 (tests/engines/in-guest.sh)";
-    auto access = FabricAccess::Create(*target_pool_);
+    auto access = FabricRemoteAccess::Create(*target_pool_);
     ASSERT_TRUE(access.ok()) << access.status();
     access_ = *std::move(access);
   }
@@ -256,7 +256,7 @@ TEST_F(CacheTest, SharedRegistrationsAreDetectedAndGrantsRefused) {
   ASSERT_TRUE(b);
   EXPECT_TRUE(FabricChunkOf(b).shared);
   EXPECT_TRUE(target_domain_->shared_registrations());
-  auto access = FabricAccess::Create(*target_pool_);
+  auto access = FabricRemoteAccess::Create(*target_pool_);
   ASSERT_EQ(access.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(access.status().message().find("FI_MR_CACHE_MAX_COUNT=0"), std::string::npos)
       << access.status();

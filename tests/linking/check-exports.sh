@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# check-exports.sh: fails if a shared library could take over an application's allocator.
+# check-exports.sh: fails if a shared library could take over an application's allocator, or if
+# one of pinpool's libraries exports more than its public API.
 # Check (b) of the "linking pinpool does not change the application's malloc" proof (the runtime
 # checks are malloc_unchanged.cc). It inspects the dynamic symbol table (`nm -D --defined-only`)
 # and the NEEDED entries (`readelf -d`) and reports, one line each:
@@ -7,14 +8,29 @@
 #   - any exported jemalloc internal or renamed symbol (je_*, pinpool_je_*);
 #   - any exported global operator new/delete (_Znwm, _Znam, _ZdlPv, _ZdaPv and variants);
 #   - a NEEDED dependency on a malloc replacement (libjemalloc, libtcmalloc, libmimalloc).
-# For a libpinpool.* it also requires pinpool::Pool::Create to be exported, so that a stripped or
-# empty library cannot pass by exporting nothing, and that it exports nothing but its public API:
-# no pinpool::internal name anywhere in a demangled symbol (a signature naming an internal type
-# counts), and no symbol outside pinpool:: and pinpool_* (the C API) but their typeinfo/vtables.
-# usage: check-exports.sh <library.so>        exit 0: clean; 1: offending symbols; 2: usage/tools
+# For pinpool's own libraries (named by the file, or by the second argument) it also checks that
+# the library exports its public API and nothing else:
+#   library               its API (demangled)                 must export
+#   libpinpool.*          pinpool::*, pinpool_* (the C API)    pinpool::Pool::Create
+#   libpinpool_ucx.*      pinpool::Ucx*, ToUcxPeerBlock        pinpool::UcxDomain::Wrap
+#   libpinpool_fabric.*   pinpool::Fabric*, ToFabricRemote     pinpool::FabricDomain::Wrap
+# (the required symbol is there so that a stripped or empty library cannot pass by exporting
+# nothing), and reports
+#   - any pinpool::internal name anywhere in a demangled symbol (a signature naming an internal
+#     type counts), or a member of a class's private implementation (pinpool::<Class>::Impl, as
+#     FabricRemoteAccess::Impl): "exports an internal symbol";
+#   - any std::, absl:: or __gnu_cxx:: symbol (a template instance, its typeinfo or vtable: the
+#     library's own use of the standard library or Abseil, which its public headers do not
+#     need): "exports a std::/absl:: template instance";
+#   - any other symbol outside the API but its typeinfo and vtables: "exports a symbol outside
+#     its public API" (for an engine: the core's names too, e.g. Domain's vtable or an
+#     instance of provider.h's ChunkHandles).
+# usage: check-exports.sh <library.so> [<library name for the rules>]
+#        exit 0: clean; 1: offending symbols; 2: usage/tools
 set -euo pipefail
 
-lib=${1:?usage: check-exports.sh <library.so>}
+lib=${1:?usage: check-exports.sh <library.so> [<library name for the rules>]}
+rules=${2:-$(basename "$lib")}
 nm=${NM:-nm}
 readelf=${READELF:-readelf}
 [[ -f $lib ]] || { echo "check-exports: no such file: $lib" >&2; exit 2; }
@@ -50,17 +66,32 @@ while read -r needed; do
   esac
 done < <("$readelf" -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 
-if [[ $(basename "$lib") == libpinpool.* ]]; then
-  if ! grep -q '^_ZN7pinpool4Pool6Create' <<<"$exports"; then
-    report "does not export pinpool::Pool::Create: is this really libpinpool?"
+api=""
+case $rules in
+  libpinpool.*) api='pinpool::|pinpool_' required='^_ZN7pinpool4Pool6Create' what='pinpool::Pool::Create' ;;
+  libpinpool_ucx.*)
+    api='pinpool::(Ucx|ToUcxPeerBlock\()' required='^_ZN7pinpool9UcxDomain4Wrap'
+    what='pinpool::UcxDomain::Wrap' ;;
+  libpinpool_fabric.*)
+    api='pinpool::(Fabric|ToFabricRemote\()' required='^_ZN7pinpool12FabricDomain4Wrap'
+    what='pinpool::FabricDomain::Wrap' ;;
+esac
+if [[ -n $api ]]; then
+  if ! grep -qE "$required" <<<"$exports"; then
+    report "does not export $what: is this really $rules?"
   fi
   demangled=$("$nm" -DC --defined-only "$lib" | awk 'NF >= 3 { $1 = ""; $2 = ""; sub(/^  /, ""); print }')
-  while read -r name; do
-    if [[ -n $name ]]; then report "exports an internal symbol: $name"; fi
-  done < <(grep -F 'pinpool::internal' <<<"$demangled" || true)
-  while read -r name; do
-    if [[ -n $name ]]; then report "exports a symbol outside its public API: $name"; fi
-  done < <(grep -vE '^(pinpool::|pinpool_|(typeinfo|typeinfo name|vtable) for pinpool::)' <<<"$demangled" || true)
+  special='(typeinfo|typeinfo name|vtable|VTT|construction vtable|guard variable) for '
+  while read -r sym; do
+    [[ -n $sym ]] || continue
+    if [[ $sym == *pinpool::internal* || $sym =~ pinpool::[A-Za-z_:]*::Impl(::|\(|$) ]]; then
+      report "exports an internal symbol: $sym"
+    elif grep -qE "^($special)?(std|absl|__gnu_cxx)::" <<<"$sym"; then
+      report "exports a std::/absl:: template instance: $sym"
+    elif ! grep -qE "^((typeinfo|typeinfo name|vtable) for )?($api)" <<<"$sym"; then
+      report "exports a symbol outside its public API: $sym"
+    fi
+  done <<<"$demangled"
 fi
 
 count=$(grep -c . <<<"$exports" || true)
@@ -68,5 +99,7 @@ if [[ $bad -ne 0 ]]; then
   echo "check-exports: FAILED: $lib ($count exported symbols)"
   exit 1
 fi
+scope=""
+[[ -z $api ]] || scope="; only its public API (no internal, std:: or absl:: symbol)"
 echo "check-exports: OK: $lib exports $count symbols, no allocator entry point, no jemalloc or"\
-  "operator new/delete symbol, no malloc replacement among its NEEDED libraries"
+  "operator new/delete symbol, no malloc replacement among its NEEDED libraries$scope"

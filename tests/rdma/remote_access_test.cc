@@ -546,7 +546,8 @@ TEST_F(RemoteAccessTest, BadGrantsGetClearErrors) {
   EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
   EXPECT_THAT(std::string(again.status().message()), HasSubstr("was freed"));
   EXPECT_DEATH(server_->Deallocate(a), "double free");
-  EXPECT_DEATH(server_.reset(), "grant holders .VerbsRemoteAccess, FabricAccess. still use it");
+  EXPECT_DEATH(server_.reset(),
+               "grant holders .VerbsRemoteAccess, FabricRemoteAccess. still use it");
 
   // Another PD's QP, and a domain index that is not verbs.
   std::unique_ptr<RcPair> foreign = Connect(peer_domain_->pd(), peer_domain_->pd());

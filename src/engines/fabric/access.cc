@@ -1,4 +1,4 @@
-// FabricAccess (pinpool/fabric.h): per-block grants on a libfabric domain. A grant is a
+// FabricRemoteAccess (pinpool/fabric.h): per-block grants on a libfabric domain. A grant is a
 // registration of exactly the granted range with its own key; revoking it closes that
 // registration (synchronously). The pool holds a freed block until every grant that reaches it
 // is closed (pinpool/grant_lock.h), exactly as for the verbs domain's range regions.
@@ -19,7 +19,7 @@
 
 namespace pinpool {
 
-class FabricAccess::Impl final : public GrantHolder {
+class PINPOOL_NO_EXPORT FabricRemoteAccess::Impl final : public GrantHolder {
  public:
   Impl(Pool* pool, std::shared_ptr<FabricDomain> domain, std::size_t domain_index, fid_ep* endpoint)
       : pool_(pool), domain_(std::move(domain)), domain_index_(domain_index), endpoint_(endpoint) {
@@ -59,7 +59,7 @@ class FabricAccess::Impl final : public GrantHolder {
   // Closes a grant's registration and ends it; the record stays (live) if the provider refuses.
   absl::Status CloseLocked(GrantLock& lock, Iterator it) {
     if (const int r = fi_close(&it->second.mr->fid); r != 0) {
-      return FabricError(r, absl::StrFormat("FabricAccess::Revoke: closing grant %d's "
+      return FabricError(r, absl::StrFormat("FabricRemoteAccess::Revoke: closing grant %d's "
                                             "registration (its block stays held for good)",
                                             it->first));
     }
@@ -84,21 +84,23 @@ class FabricAccess::Impl final : public GrantHolder {
   bool closed_ = false;
 };
 
-absl::StatusOr<FabricGrant> FabricAccess::Impl::Grant(const Block& block, std::size_t offset,
-                                                      std::size_t length, RemoteRights rights) {
+absl::StatusOr<FabricGrant> FabricRemoteAccess::Impl::Grant(const Block& block, std::size_t offset,
+                                                            std::size_t length,
+                                                            RemoteRights rights) {
   if (!rights.any()) {
-    return absl::InvalidArgumentError("FabricAccess::Grant: no rights asked for (RemoteRights)");
-  }
-  if (!block) return absl::InvalidArgumentError("FabricAccess::Grant: empty Block");
-  if (length == 0 || offset > block.size() || length > block.size() - offset) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("FabricAccess::Grant: range [%d, %d) is empty or outside the %d-byte block",
-                        offset, offset + length, block.size()));
+        "FabricRemoteAccess::Grant: no rights asked for (RemoteRights)");
+  }
+  if (!block) return absl::InvalidArgumentError("FabricRemoteAccess::Grant: empty Block");
+  if (length == 0 || offset > block.size() || length > block.size() - offset) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "FabricRemoteAccess::Grant: range [%d, %d) is empty or outside the %d-byte block", offset,
+        offset + length, block.size()));
   }
   const std::optional<Location> where = pool_->Lookup(block.data());
   if (!where || where->domain_count() <= domain_index_) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "FabricAccess::Grant: block %p is not memory of this access's pool", block.data()));
+        "FabricRemoteAccess::Grant: block %p is not memory of this access's pool", block.data()));
   }
   pool_->UsableSize(block.data());  // a live block of this pool, or an abort naming the misuse
   const FabricChunk& chunk = FabricChunkOf(*where, domain_index_);
@@ -112,19 +114,19 @@ absl::StatusOr<FabricGrant> FabricAccess::Impl::Grant(const Block& block, std::s
     GrantLock lock(*pool_);
     if (closed_) {
       return absl::FailedPreconditionError(
-          "FabricAccess::Grant: every grant was revoked (RevokeAllNow); create a new "
-          "FabricAccess");
+          "FabricRemoteAccess::Grant: every grant was revoked (RevokeAllNow); create a new "
+          "FabricRemoteAccess");
     }
     if (lock.Held(block.data())) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "FabricAccess::Grant: block %p was freed (it is held until its grants are revoked)",
+          "FabricRemoteAccess::Grant: block %p was freed (it is held until its grants are revoked)",
           block.data()));
     }
     absl::StatusOr<fid_mr*> mr =
         domain_->RegisterRange(reinterpret_cast<void*>(address), length, access, endpoint_);
     if (!mr.ok()) {
       return absl::Status(mr.status().code(),
-                          absl::StrCat("FabricAccess::Grant: ", mr.status().message()));
+                          absl::StrCat("FabricRemoteAccess::Grant: ", mr.status().message()));
     }
     const std::uint64_t key = fi_mr_key(*mr);
     if (domain_->provider_keys() && key == chunk.key) {
@@ -132,7 +134,8 @@ absl::StatusOr<FabricGrant> FabricAccess::Impl::Grant(const Block& block, std::s
       // whole chunk, with whatever rights the cache registered it with.
       fi_close(&(*mr)->fid);
       return absl::FailedPreconditionError(absl::StrFormat(
-          "FabricAccess::Grant: %s returned the chunk's own registration (key %#x) for a range "
+          "FabricRemoteAccess::Grant: %s returned the chunk's own registration (key %#x) for a "
+          "range "
           "inside it: its registration cache is on, so a grant cannot be confined to a range. "
           "Set FI_MR_CACHE_MAX_COUNT=0 before the domain is opened (pinpool's chunks are "
           "registered once and need no cache)",
@@ -154,23 +157,23 @@ absl::StatusOr<FabricGrant> FabricAccess::Impl::Grant(const Block& block, std::s
   return grant;
 }
 
-absl::Status FabricAccess::Impl::Revoke(std::uint64_t id) {
+absl::Status FabricRemoteAccess::Impl::Revoke(std::uint64_t id) {
   GrantLock lock(*pool_);
   auto it = grants_.find(id);
   if (it == grants_.end()) {
     if (id != 0 && id < next_id_) return absl::OkStatus();  // ended already
     return absl::NotFoundError(
-        absl::StrFormat("FabricAccess::Revoke: grant %d was never issued here", id));
+        absl::StrFormat("FabricRemoteAccess::Revoke: grant %d was never issued here", id));
   }
   return CloseLocked(lock, it);
 }
 
-bool FabricAccess::Impl::Ended(std::uint64_t id) const {
+bool FabricRemoteAccess::Impl::Ended(std::uint64_t id) const {
   GrantLock lock(*pool_);
   return id != 0 && id < next_id_ && grants_.find(id) == grants_.end();
 }
 
-void FabricAccess::Impl::RevokeAllLocked(GrantLock& lock) {
+void FabricRemoteAccess::Impl::RevokeAllLocked(GrantLock& lock) {
   closed_ = true;
   for (auto it = grants_.begin(); it != grants_.end();) {
     auto next = std::next(it);
@@ -179,55 +182,60 @@ void FabricAccess::Impl::RevokeAllLocked(GrantLock& lock) {
   }
 }
 
-void FabricAccess::Impl::RevokeAllNow() {
+void FabricRemoteAccess::Impl::RevokeAllNow() {
   GrantLock lock(*pool_);
   RevokeAllLocked(lock);
 }
 
-// --- FabricAccess ----------------------------------------------------------------------------
+// --- FabricRemoteAccess
+// ----------------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<FabricAccess>> FabricAccess::Create(Pool& pool, std::size_t domain,
-                                                                   fid_ep* endpoint) {
+absl::StatusOr<std::unique_ptr<FabricRemoteAccess>> FabricRemoteAccess::Create(Pool& pool,
+                                                                               std::size_t domain,
+                                                                               fid_ep* endpoint) {
   const auto& domains = pool.options().domains;
   std::shared_ptr<FabricDomain> fabric =
       domain < domains.size() ? std::dynamic_pointer_cast<FabricDomain>(domains[domain]) : nullptr;
   if (fabric == nullptr) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "FabricAccess::Create: domain number %d of the pool is not a FabricDomain", domain));
+        "FabricRemoteAccess::Create: domain number %d of the pool is not a FabricDomain", domain));
   }
   if ((fabric->mr_mode() & FI_MR_ENDPOINT) != 0 && endpoint == nullptr &&
       fabric->options().endpoint == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "FabricAccess::Create: %s binds registrations to an endpoint (FI_MR_ENDPOINT): pass the "
-        "endpoint the grants are for",
-        fabric->name()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("FabricRemoteAccess::Create: %s binds registrations to an endpoint "
+                        "(FI_MR_ENDPOINT): pass the "
+                        "endpoint the grants are for",
+                        fabric->name()));
   }
   if (fabric->shared_registrations()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "FabricAccess::Create: %s shares registrations (its registration cache returned a "
+        "FabricRemoteAccess::Create: %s shares registrations (its registration cache returned a "
         "chunk's registration for a range inside it), so a grant could not be confined to its "
         "range. Set FI_MR_CACHE_MAX_COUNT=0 before the domain is opened (pinpool's chunks are "
         "registered once and need no cache)",
         fabric->name()));
   }
-  return std::unique_ptr<FabricAccess>(
-      new FabricAccess(std::make_unique<Impl>(&pool, std::move(fabric), domain, endpoint)));
+  return std::unique_ptr<FabricRemoteAccess>(
+      new FabricRemoteAccess(std::make_unique<Impl>(&pool, std::move(fabric), domain, endpoint)));
 }
 
-FabricAccess::FabricAccess(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-FabricAccess::~FabricAccess() = default;
+FabricRemoteAccess::FabricRemoteAccess(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FabricRemoteAccess::~FabricRemoteAccess() = default;
 
-absl::StatusOr<FabricGrant> FabricAccess::Grant(const Block& block, RemoteRights rights) {
+absl::StatusOr<FabricGrant> FabricRemoteAccess::Grant(const Block& block, RemoteRights rights) {
   return impl_->Grant(block, 0, block.size(), rights);
 }
-absl::StatusOr<FabricGrant> FabricAccess::Grant(const Block& block, std::size_t offset,
-                                                std::size_t length, RemoteRights rights) {
+absl::StatusOr<FabricGrant> FabricRemoteAccess::Grant(const Block& block, std::size_t offset,
+                                                      std::size_t length, RemoteRights rights) {
   return impl_->Grant(block, offset, length, rights);
 }
-absl::Status FabricAccess::Revoke(const FabricGrant& grant) { return impl_->Revoke(grant.id); }
-bool FabricAccess::Ended(const FabricGrant& grant) const { return impl_->Ended(grant.id); }
-void FabricAccess::RevokeAllNow() { impl_->RevokeAllNow(); }
-std::size_t FabricAccess::live_grants() const { return impl_->live(); }
-bool FabricAccess::range_enforced() const noexcept { return impl_->range_enforced(); }
+absl::Status FabricRemoteAccess::Revoke(const FabricGrant& grant) {
+  return impl_->Revoke(grant.id);
+}
+bool FabricRemoteAccess::Ended(const FabricGrant& grant) const { return impl_->Ended(grant.id); }
+void FabricRemoteAccess::RevokeAllNow() { impl_->RevokeAllNow(); }
+std::size_t FabricRemoteAccess::live_grants() const { return impl_->live(); }
+bool FabricRemoteAccess::range_enforced() const noexcept { return impl_->range_enforced(); }
 
 }  // namespace pinpool

@@ -10,21 +10,22 @@
 // skipped. Range enforcement per provider is a table of measurements (kRangeEnforced), matched
 // on the core provider's name; a provider not in it is reported as not enforcing.
 //
-// Part of libpinpool_fabric, not of the core library. Thread safety: immutable fields, atomics,
-// and libfabric calls on a thread-safe domain.
+// Part of libpinpool_fabric, not of the core library: it uses the users' headers and the
+// implementer's one (pinpool/provider.h), nothing of the core's internals. Thread safety:
+// immutable fields, atomics (ChunkHandles' counters among them), and libfabric calls on a
+// thread-safe domain.
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <string_view>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "pinpool/fabric.h"
-#include "pinpool/stats.h"
+#include "pinpool/provider.h"
 
 namespace pinpool {
 namespace {
@@ -125,9 +126,14 @@ FabricDomain::FabricDomain(fid_domain* domain, const fi_info* info,
       range_enforced_(EnforcesRanges(provider_)),
       name_(absl::StrFormat("fabric%d/%s/%s", next_domain_number.fetch_add(1), provider_,
                             info->domain_attr->name != nullptr ? info->domain_attr->name : "?")),
-      next_key_(first_key) {}
+      next_key_(first_key),
+      chunks_(std::make_unique<ChunkHandles<FabricChunk>>("libfabric registration")) {}
 
 FabricDomain::~FabricDomain() = default;
+
+std::uint64_t FabricDomain::live_registrations() const noexcept { return chunks_->live(); }
+std::uint64_t FabricDomain::total_registrations() const noexcept { return chunks_->total(); }
+std::uint64_t FabricDomain::failed_deregistrations() const noexcept { return chunks_->failed(); }
 
 absl::StatusOr<std::shared_ptr<FabricDomain>> FabricDomain::Wrap(
     fid_domain* domain, const fi_info* info, const FabricDomainOptions& options) {
@@ -228,44 +234,24 @@ absl::StatusOr<Keys> FabricDomain::Register(void* base, std::size_t length) {
     }
     if (chunk->shared) shared_.store(true);
   }
-  Keys keys;
-  keys.base = chunk->base;
-  keys.length = length;
-  keys.handle = chunk.release();
-  live_.fetch_add(1, std::memory_order_relaxed);
-  total_.fetch_add(1, std::memory_order_relaxed);
-  return keys;
+  return chunks_->Publish(std::move(chunk));
 }
 
 void FabricDomain::Deregister(const Keys& keys) noexcept {
-  std::unique_ptr<FabricChunk> chunk(static_cast<FabricChunk*>(keys.handle));
-  if (chunk == nullptr || chunk->magic != FabricChunk::kMagic) {
-    std::fprintf(stderr, "pinpool: %s: Deregister of keys that are not a libfabric registration\n",
-                 name_.c_str());
-    chunk.release();
-    failed_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  const std::unique_ptr<FabricChunk> chunk = chunks_->Take(keys, name_);
+  if (chunk == nullptr) return;  // not a registration of this domain: reported and counted
   if (const int r = fi_close(&chunk->mr->fid); r != 0) {
-    std::fprintf(stderr, "pinpool: %s: fi_close of the %s chunk registration at %#lx failed: %s\n",
-                 name_.c_str(), FormatBytes(chunk->length).c_str(), chunk->base, fi_strerror(-r));
-    failed_.fetch_add(1, std::memory_order_relaxed);
+    chunks_->ReleaseFailed(name_, "fi_close", *chunk, fi_strerror(-r));
   }
-  chunk->magic = 0;
-  live_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 absl::StatusOr<FabricRemote> ToFabricRemote(const Block& block, std::size_t domain) {
-  if (!block) return absl::InvalidArgumentError("ToFabricRemote: empty Block");
-  if (domain >= block.domain_count()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("ToFabricRemote: the block's pool has no domain number %d", domain));
-  }
+  if (absl::Status s = CheckBlockDomain("ToFabricRemote", block, domain); !s.ok()) return s;
   const FabricChunk& chunk = FabricChunkOf(block, domain);
   if (!chunk.domain->options().trusted_whole_chunk.any()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "ToFabricRemote: %s registers chunks for local access only; grant the block to the peer "
-        "(FabricAccess), or create the domain with trusted_whole_chunk for trusted peers",
+        "(FabricRemoteAccess), or create the domain with trusted_whole_chunk for trusted peers",
         chunk.domain->name()));
   }
   const auto address = reinterpret_cast<std::uintptr_t>(block.data());

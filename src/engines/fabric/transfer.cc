@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "pinpool/fabric.h"
-#include "transfer_ranges.h"
+#include "pinpool/provider.h"
 
 namespace pinpool {
 namespace {
@@ -24,7 +24,7 @@ absl::Status Check(Direction dir, const Block& block, std::size_t offset, std::s
                    const FabricRemote& remote, std::size_t remote_offset, std::size_t domain,
                    bool one_message) {
   const char* what = dir == Direction::kWrite ? "FabricWrite" : "FabricRead";
-  if (absl::Status s = internal::CheckTransferRanges(
+  if (absl::Status s = CheckTransferRanges(
           what, block, offset, length, {remote.length, "key", remote.key}, remote_offset, domain);
       !s.ok()) {
     return s;

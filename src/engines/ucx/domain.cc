@@ -5,17 +5,18 @@
 // packed rkey buffer inside it (UCX's allocation, released with ucp_rkey_buffer_release). The
 // context is the application's.
 //
-// Part of libpinpool_ucx, not of the core library: it uses only the public Domain interface and
-// the core's internal helpers (memlock wording, byte formatting) at the same version.
+// Part of libpinpool_ucx, not of the core library: it uses the users' headers and the
+// implementer's one (pinpool/provider.h: the memlock wording, the checked chunk records and
+// their counters), nothing of the core's internals.
 //
 // Thread safety: Register and Deregister touch immutable fields, UCX calls that lock the context
-// themselves (ucp_mem_map, ucp_rkey_pack, ucp_mem_unmap) and atomic counters.
+// themselves (ucp_mem_map, ucp_rkey_pack, ucp_mem_unmap) and ChunkHandles' atomic counters.
+#include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "pinpool/stats.h"
+#include "pinpool/provider.h"
 #include "pinpool/ucx.h"
 
 namespace pinpool {
@@ -68,9 +69,14 @@ UcxDomain::UcxDomain(ucp_context_h context, const UcxDomainOptions& options)
     : context_(context),
       options_(options),
       name_(absl::StrFormat("ucx%d", next_domain_number.fetch_add(1))),
-      memh_used_for_rma_(UcxHonoursMemhForRma()) {}
+      memh_used_for_rma_(UcxHonoursMemhForRma()),
+      chunks_(std::make_unique<ChunkHandles<UcxChunk>>("UCX mapping")) {}
 
 UcxDomain::~UcxDomain() = default;
+
+std::uint64_t UcxDomain::live_registrations() const noexcept { return chunks_->live(); }
+std::uint64_t UcxDomain::total_registrations() const noexcept { return chunks_->total(); }
+std::uint64_t UcxDomain::failed_deregistrations() const noexcept { return chunks_->failed(); }
 
 absl::StatusOr<std::shared_ptr<UcxDomain>> UcxDomain::Wrap(ucp_context_h context,
                                                            const UcxDomainOptions& options) {
@@ -106,43 +112,22 @@ absl::StatusOr<Keys> UcxDomain::Register(void* base, std::size_t length) {
     chunk->packed_rkey = static_cast<const std::byte*>(packed);
     chunk->packed_rkey_size = size;
   }
-  Keys keys;
-  keys.base = chunk->base;
-  keys.length = length;
-  keys.handle = chunk.release();
-  live_.fetch_add(1, std::memory_order_relaxed);
-  total_.fetch_add(1, std::memory_order_relaxed);
-  return keys;
+  return chunks_->Publish(std::move(chunk));
 }
 
 void UcxDomain::Deregister(const Keys& keys) noexcept {
-  std::unique_ptr<UcxChunk> chunk(static_cast<UcxChunk*>(keys.handle));
-  if (chunk == nullptr || chunk->magic != UcxChunk::kMagic) {
-    std::fprintf(stderr, "pinpool: %s: Deregister of keys that are not a UCX mapping\n",
-                 name_.c_str());
-    chunk.release();
-    failed_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  const std::unique_ptr<UcxChunk> chunk = chunks_->Take(keys, name_);
+  if (chunk == nullptr) return;  // not a mapping of this domain: reported and counted
   if (chunk->packed_rkey != nullptr) {
     ucp_rkey_buffer_release(const_cast<std::byte*>(chunk->packed_rkey));
   }
   if (const ucs_status_t s = ucp_mem_unmap(context_, chunk->memh); s != UCS_OK) {
-    std::fprintf(stderr, "pinpool: %s: ucp_mem_unmap of the %s chunk at %#lx failed: %s\n",
-                 name_.c_str(), FormatBytes(chunk->length).c_str(), chunk->base,
-                 ucs_status_string(s));
-    failed_.fetch_add(1, std::memory_order_relaxed);
+    chunks_->ReleaseFailed(name_, "ucp_mem_unmap", *chunk, ucs_status_string(s));
   }
-  chunk->magic = 0;
-  live_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 absl::StatusOr<UcxPeerBlock> ToUcxPeerBlock(const Block& block, std::size_t domain) {
-  if (!block) return absl::InvalidArgumentError("ToUcxPeerBlock: empty Block");
-  if (domain >= block.domain_count()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("ToUcxPeerBlock: the block's pool has no domain number %d", domain));
-  }
+  if (absl::Status s = CheckBlockDomain("ToUcxPeerBlock", block, domain); !s.ok()) return s;
   const UcxChunk& chunk = UcxChunkOf(block, domain);
   if (chunk.packed_rkey == nullptr) {
     return absl::FailedPreconditionError(

@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "pinpool/provider.h"
 #include "pinpool/ucx.h"
-#include "transfer_ranges.h"
 
 namespace pinpool {
 namespace {
@@ -19,9 +19,9 @@ namespace {
 absl::Status CheckRanges(const char* what, const Block& block, std::size_t offset,
                          std::size_t length, const UcxRemote& remote, std::size_t remote_offset,
                          std::size_t domain) {
-  if (absl::Status s = internal::CheckTransferRanges(what, block, offset, length,
-                                                     {remote.length, "address", remote.address},
-                                                     remote_offset, domain);
+  if (absl::Status s =
+          CheckTransferRanges(what, block, offset, length,
+                              {remote.length, "address", remote.address}, remote_offset, domain);
       !s.ok()) {
     return s;
   }
