@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "pinpool/block.h"
 #include "pinpool/export.h"
@@ -63,8 +64,13 @@ class PINPOOL_EXPORT GrantLock {
   void End(void* block, GrantHolder& holder, std::uint64_t id);
   // True when `block` (a block's start) was freed and is held until its grants end.
   bool Held(const void* block) const;
-  // The pool's grant counters (PoolStats::grants), for the holder to keep.
+  // The pool's grant counters (PoolStats::grants), for the holder to keep: the ones every
+  // mechanism has (grants, live, revoking).
   GrantStats& counters();
+  // Adds `n` to a counter of the mechanism's own (GrantStats::figures: created with `help` at its
+  // first count, then summed over every holder on the pool). Name it after the mechanism:
+  // "verbs_window_binds", "fabric_region_registrations".
+  void Count(std::string_view name, std::string_view help, std::uint64_t n = 1);
   // A holder starts or stops using the pool.
   void AddHolder();
   void RemoveHolder();
