@@ -106,7 +106,7 @@ PINPOOL_BENCH_GROWTH_CHUNKS=$([ "$quick" = quick ] && echo 3 || echo 8) \
   "$bench/growth_latency_benchmark" --benchmark_format=json \
   --benchmark_out="$out/growth_latency_verbs.json" --benchmark_out_format=json > /dev/null
 
-# UCX and libfabric domains (issue 15): puts from pool blocks vs the engines' own ways. rxe needs
+# UCX and libfabric domains (docs/engines.md): puts from pool blocks vs the engines' own ways. rxe needs
 # UCX_IB_GID_INDEX=0 and, for verbs;ofi_rxm, FI_UNIVERSE_SIZE=64; libfabric reads its cache setting
 # once per process, hence a second run for the uncached registrations.
 if [ -x "$bench/engines_benchmark" ]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds pinpool into build/ (or $PINPOOL_BUILD_DIR). Shared by demo.sh and
-# test.sh. Extra arguments go to cmake's configure step.
+# Configures and builds the whole of pinpool into build/ (or $PINPOOL_BUILD_DIR), for test.sh
+# (demo.sh builds the library and the demo alone). Extra arguments go to cmake's configure step.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PINPOOL_BUILD_DIR:-$root/build}

@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package pinpool needs to build, test and benchmark (clang 14 and its
-# compiler-rt: the libFuzzer target and its sanitizer runtimes; gcc's sanitizers come with gcc).
+# Installs the Debian 12 packages pinpool needs, in two sets, each package named once:
+#   build_packages: the library and the examples (scripts/demo.sh installs only these:
+#     `setup-deps.sh --build`);
+#   test_packages: what the tests, benchmarks, engines and the fuzzer add (clang 14 and its
+#     compiler-rt: the libFuzzer target and its sanitizer runtimes; gcc's sanitizers come with gcc).
+# With no argument it installs both (scripts/test.sh). The soft-RoCE guest's host packages are
+# scripts/setup-vm-deps.sh's.
 # Idempotent and quiet: does nothing (and needs no network) when all packages are present.
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build pkg-config git
-  libibverbs-dev librdmacm-dev ibverbs-providers rdma-core ibverbs-utils
-  libjemalloc-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev liburing-dev
+# g++ rather than build-essential here: make and dpkg-dev (and perl) are not needed to build
+# with Ninja, and the first command pays for every package it downloads.
+build_packages=(
+  g++ cmake ninja-build pkg-config
+  libibverbs-dev ibverbs-providers libabsl-dev liburing-dev
+)
+test_packages=(
+  build-essential git librdmacm-dev rdma-core ibverbs-utils
+  libjemalloc-dev libgtest-dev libgmock-dev libbenchmark-dev
   util-linux
   clang-14 libclang-rt-14-dev python3
   libmimalloc-dev libgoogle-perftools-dev libucx-dev libfabric-dev perftest gnuplot-nox
 )
+
+case "${1:-}" in
+  --build) packages=("${build_packages[@]}") ;;
+  "") packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "usage: $0 [--build]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,9 +1,9 @@
-// Every free files a block under the class of its real extent, whatever size the caller names.
-// The jemalloc heap filed a sized free by the caller's size, and that misfiled (issue 13's search
-// for the class of Reallocate's bug): a block allocated with a large alignment has a larger
-// class than the size it asked for, and Deallocate(Block), Allocator<T>::deallocate of an
-// over-aligned T and the pmr resource's do_deallocate all free it with the size asked. 40 blocks
-// of 64 bytes aligned to 4 KiB came back as plain 64-byte blocks carrying 4 KiB each.
+// Every free files a block under the class of its real extent, whatever size the caller names. The
+// jemalloc heap filed a sized free by the caller's size, and that misfiled (found while looking for
+// the class of Reallocate's bug, reallocate_test.cc): a block allocated with a large alignment has
+// a larger class than the size it asked for, and Deallocate(Block), Allocator<T>::deallocate of an
+// over-aligned T and the pmr resource's do_deallocate all free it with the size asked. 40 blocks of
+// 64 bytes aligned to 4 KiB came back as plain 64-byte blocks carrying 4 KiB each.
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -1,9 +1,9 @@
 // Reallocate keeps the heap's books true: a block it returns is filed, when freed, under the size
-// class of its real extent, so memory freed after any resize serves later requests of its size.
-// The bug this guards against (issue 13): shrinking a 1.5 MiB block to 100 bytes was reported as
-// done in place, the block kept its large extent and was then freed into the 112-byte bin, where
-// no large request could ever reuse it: 40 rounds left 80 MiB registered, and random reallocate
-// churn spent a 1 GiB budget with 76 MiB live.
+// class of its real extent, so memory freed after any resize serves later requests of its size. The
+// bug this guards against (the jemalloc heap's, docs/design.md "The heap"): shrinking a 1.5 MiB
+// block to 100 bytes was reported as done in place, the block kept its large extent and was then
+// freed into the 112-byte bin, where no large request could ever reuse it: 40 rounds left 80 MiB
+// registered, and random reallocate churn spent a 1 GiB budget with 76 MiB live.
 #include <gtest/gtest.h>
 
 #include <cstring>

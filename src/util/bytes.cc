@@ -1,3 +1,6 @@
+// FormatBytes: the one rendering of a byte count in messages (binary units, one decimal unless
+// exact; SIZE_MAX reads "unlimited", the value limits use for none). A pure function: no state,
+// safe from any thread.
 #include "util/bytes.h"
 
 #include <cstdint>

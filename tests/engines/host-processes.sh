@@ -18,11 +18,8 @@ ucx=${1:?usage: host-processes.sh UCX_TRANSFER|- FABRIC_TRANSFER|-}
 fabric=${2:?usage: host-processes.sh UCX_TRANSFER|- FABRIC_TRANSFER|-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/pinpool-engines.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-
-fail() {
-  echo "host-processes: FAIL: $*" >&2
-  exit 1
-}
+# shellcheck source=../../scripts/lib/harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/harness.sh" host-processes  # sets repo
 
 # A free TCP port on the loopback (the kernel picks one; it is closed again before use).
 free_port() {

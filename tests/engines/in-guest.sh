@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The engines' device tests, run INSIDE one soft-RoCE guest (ctest `rdma.engines_in_guest`, booted
-# by tests/rdma/in-guest.sh with PINPOOL_REQUIRE_RDMA=1):
+# by scripts/softroce/ctest-in-guest.sh with PINPOOL_REQUIRE_RDMA=1):
 #
 #   tests/engines/in-guest.sh UCX_RDMA_TEST|- FABRIC_RDMA_TEST|- [BENCHMARK|-] [PINPOOL_INFO|-]
 #

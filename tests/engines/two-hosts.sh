@@ -24,29 +24,19 @@
 set -euo pipefail
 
 self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
-readonly self
-repo=$(cd "$(dirname "$self")/../.." && pwd)
-readonly repo
+# shellcheck source=../../scripts/lib/harness.sh
+source "$(dirname "$self")/../../scripts/lib/harness.sh" "engines two-hosts"  # sets repo
 timeout_seconds=900
 requests=10000
 
-fail() {
-  echo "engines two-hosts: FAIL: $*" >&2
-  exit 1
-}
-
 # --- In a guest ---------------------------------------------------------------------------------
 
-counters() {
-  local dir=/sys/class/infiniband/rxe0/ports/1/hw_counters
-  echo "counters: $1 sent=$(cat "$dir/sent_pkts") rcvd=$(cat "$dir/rcvd_pkts")"
-}
 
 # Host A: the serving side of each exchange, in turn.
 serve() {
   local cm=$1 ucx=$2 fabric=$3
   echo "identity: host=$(hostname) boot_id=$(cat /proc/sys/kernel/random/boot_id)"
-  counters before
+  rxe_counters before
   echo "== rdma_cm"
   timeout 1200 "$cm" server "$PINPOOL_HOST_ADDR" --port 7471 --clients 1
   if [ "$ucx" != - ]; then
@@ -59,7 +49,7 @@ serve() {
     FI_UNIVERSE_SIZE=64 FI_MR_CACHE_MAX_COUNT=0 timeout 600 "$fabric" target "$PINPOOL_HOST_ADDR" \
       --port 7473 --provider verbs
   fi
-  counters after
+  rxe_counters after
 }
 
 # Host B: the initiating side; each client retries until A listens (A may still be busy with the
@@ -67,7 +57,7 @@ serve() {
 connect() {
   local cm=$1 ucx=$2 fabric=$3 n=$4
   echo "identity: host=$(hostname) boot_id=$(cat /proc/sys/kernel/random/boot_id)"
-  counters before
+  rxe_counters before
   local t=$SECONDS
   echo "== rdma_cm"
   timeout 1200 "$cm" client "$PINPOOL_PEER_ADDR" --port 7471 --requests "$n" --depth 8 \
@@ -87,21 +77,11 @@ connect() {
       "$PINPOOL_PEER_ADDR" --port 7473 --provider verbs --requests 200
     echo "took: fabric $((SECONDS - t)) s"
   fi
-  counters after
+  rxe_counters after
 }
 
 # --- On the host --------------------------------------------------------------------------------
 
-require_harness() {
-  if [ "${PINPOOL_SOFTROCE:-0}" = 1 ]; then
-    echo "engines two-hosts: SKIP: inside a guest already; two guests start from the host" >&2
-    exit 77
-  fi
-  command -v qemu-system-x86_64 >/dev/null && return 0
-  [ "${PINPOOL_REQUIRE_RDMA:-0}" = 1 ] && fail "qemu-system-x86_64 missing and PINPOOL_REQUIRE_RDMA=1"
-  echo "engines two-hosts: SKIP: qemu-system-x86_64 missing; run scripts/setup-vm-deps.sh" >&2
-  exit 77
-}
 
 # expect HOST REGEX WHAT: a line of HOST's output matches REGEX (extended), else fail.
 expect() {
@@ -109,16 +89,9 @@ expect() {
 }
 
 # Prints "SENT RCVD" moved on host $1.
-moved() {
-  local b a
-  b=$(sed -n "s/^\[$1\] counters: before sent=\([0-9]*\) rcvd=\([0-9]*\)$/\1 \2/p" <<<"$out")
-  a=$(sed -n "s/^\[$1\] counters: after sent=\([0-9]*\) rcvd=\([0-9]*\)$/\1 \2/p" <<<"$out")
-  if [ -z "$b" ] || [ -z "$a" ]; then fail "$1 did not report its rxe0 counters"; fi
-  awk -v b="$b" -v a="$a" 'BEGIN { split(b, x, " "); split(a, y, " "); print y[1] - x[1], y[2] - x[2] }'
-}
 
 check_output() {
-  local a=pinpool-a b=pinpool-b sent rcvd
+  local a=pinpool-a b=pinpool-b sent rcvd counts
   # 1. rdma_cm
   expect $a "server: client 0 connected from 10\.88\.0\.2; grants are region \(range enforced\)" \
     "the client did not connect from host B"
@@ -155,7 +128,8 @@ check_output() {
   [ -n "$ida" ] && [ -n "$idb" ] || fail "a host printed no identity"
   [ "${ida#*boot_id=}" != "${idb#*boot_id=}" ] || fail "both hosts have one boot id: one kernel"
   for host in $a $b; do
-    read -r sent rcvd <<<"$(moved $host)"
+    counts=$(rxe_moved "$out" "$host") || exit 1
+    read -r sent rcvd <<<"$counts"
     [ "$sent" -gt "$requests" ] && [ "$rcvd" -gt "$requests" ] ||
       fail "$host's rxe0 moved too few packets (sent $sent, received $rcvd)"
     echo "engines two-hosts: $host's rxe0 sent $sent and received $rcvd packets" >&2
@@ -178,7 +152,7 @@ main() {
   [ ${#args[@]} -eq 3 ] ||
     fail "usage: $0 [--timeout S] [--requests N] RDMA_CM_EXAMPLE UCX_EXAMPLE|- FABRIC_EXAMPLE|-"
   cm=${args[0]} ucx=${args[1]} fabric=${args[2]}
-  require_harness
+  require_qemu "two guests start from the host"
   cd "$repo"  # the guests see the host's / at the same paths, but not its /tmp writes
   local start=$SECONDS
   out=$("$repo/scripts/softroce/run-two-guests.sh" --timeout "$timeout_seconds" -- \

@@ -15,7 +15,7 @@ Run by ctest (tests/info/CMakeLists.txt), one mode per entry:
                            counts pins per user) with an 8 MiB RLIMIT_MEMLOCK: a 1 GiB budget is
                            reported as memlock_too_low with the fixes, a 4 MiB one fits, and
                            long-term pinning works.
-  check.py guest TOOL      in the soft-RoCE guest (tests/rdma/in-guest.sh): rxe0 is listed with
+  check.py guest TOOL      in the soft-RoCE guest (scripts/softroce/ctest-in-guest.sh): rxe0 is listed with
                            its caps, port 1 PORT_ACTIVE, an IPv4-mapped RoCE v2 GID; both GID
                            paths agree; --try registers a pool with rxe0. A missing rxe0 fails.
   check.py demo DEMO       `pinpool_demo --json` prints PoolStats::ToJson with exactly the fields
@@ -280,7 +280,7 @@ def gid_list(report):
 
 def check_guest(tool):
     if os.environ.get("PINPOOL_SOFTROCE") != "1":
-        print("check guest: FAIL: not in the soft-RoCE guest (run through tests/rdma/in-guest.sh)",
+        print("check guest: FAIL: not in the soft-RoCE guest (run through scripts/softroce/ctest-in-guest.sh)",
               file=sys.stderr)
         sys.exit(1)
     r = tool_json([tool])

@@ -14,14 +14,11 @@ set -euo pipefail
 program=${1:?usage: skips-without-device.sh TEST_PROGRAM}
 readonly reason='run through scripts/softroce/run-in-guest.sh'
 
-fail() {
-  echo "skips-without-device: FAIL: $*" >&2
-  exit 1
-}
+# shellcheck source=../../scripts/lib/harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/harness.sh" skips-without-device  # sets repo
 
 if [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
-  echo "skips-without-device: SKIP: this machine has RDMA devices: $(ls /sys/class/infiniband)" >&2
-  exit 77
+  skip "this machine has RDMA devices: $(ls /sys/class/infiniband)"
 fi
 
 rc=0

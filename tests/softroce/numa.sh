@@ -17,15 +17,9 @@
 set -euo pipefail
 
 self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
-readonly self
-repo=$(cd "$(dirname "$self")/../.." && pwd)
-readonly repo
+# shellcheck source=../../scripts/lib/harness.sh
+source "$(dirname "$self")/../../scripts/lib/harness.sh" "softroce numa"  # sets repo
 timeout_seconds=300
-
-fail() {
-  echo "softroce numa: FAIL: $*" >&2
-  exit 1
-}
 
 # --- In the guest -------------------------------------------------------------------------------
 
@@ -112,17 +106,6 @@ check_guest() {
 
 # --- On the host --------------------------------------------------------------------------------
 
-require_harness() {
-  if [ "${PINPOOL_SOFTROCE:-0}" = 1 ]; then
-    echo "softroce numa: SKIP: inside a guest already; its NUMA layout is not this test's to choose" >&2
-    exit 77
-  fi
-  command -v qemu-system-x86_64 >/dev/null && return 0
-  [ "${PINPOOL_REQUIRE_RDMA:-0}" = 1 ] && fail "qemu-system-x86_64 missing and PINPOOL_REQUIRE_RDMA=1"
-  echo "softroce numa: SKIP: qemu-system-x86_64 missing; run scripts/setup-vm-deps.sh" >&2
-  exit 77
-}
-
 # Boots one guest with the given PINPOOL_VM_* settings and runs check_guest in it.
 boot_and_check() {
   local node=$1 huge=$2 rc=0
@@ -145,7 +128,7 @@ main() {
       *) fail "usage: $0 [--timeout SECONDS]" ;;
     esac
   done
-  require_harness
+  require_qemu "its NUMA layout is not this test's to choose"
   # The guest sees the host's / at the same paths, but not the host's /tmp writes: run from the repo.
   cd "$repo"
   boot_and_check 1 0:1,1:3 PINPOOL_VM_NUMA=2 PINPOOL_VM_NIC_NODE=1 PINPOOL_VM_HUGEPAGES=0:1,1:3

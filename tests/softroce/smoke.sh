@@ -12,16 +12,11 @@
 # A guest without rxe0 is always a failure, never a skip.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-readonly repo
+# shellcheck source=../../scripts/lib/harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/harness.sh" "softroce smoke"  # sets repo
 readonly expected='^verbs_smoke: device=rxe0 lkey=0x[0-9a-f]+ rkey=0x[0-9a-f]+ length=1048576$'
 build_dir=$repo/build-vm/softroce
 timeout_seconds=300
-
-fail() {
-  echo "softroce smoke: FAIL: $*" >&2
-  exit 1
-}
 
 parse_args() {
   while [ $# -gt 0 ]; do
@@ -32,13 +27,6 @@ parse_args() {
     esac
   done
   build_dir=$(mkdir -p "$build_dir" && cd "$build_dir" && pwd)
-}
-
-require_harness() {
-  command -v qemu-system-x86_64 >/dev/null && return 0
-  [ "${PINPOOL_REQUIRE_RDMA:-0}" = 1 ] && fail "qemu-system-x86_64 missing and PINPOOL_REQUIRE_RDMA=1"
-  echo "softroce smoke: SKIP: qemu-system-x86_64 missing; run scripts/setup-vm-deps.sh" >&2
-  exit 77
 }
 
 build() {
@@ -67,7 +55,7 @@ run_in_guest() {
 
 main() {
   parse_args "$@"
-  require_harness
+  require_qemu
   build
   run_without_guest
   run_in_guest

@@ -15,25 +15,14 @@
 set -euo pipefail
 
 self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
-readonly self
-repo=$(cd "$(dirname "$self")/../.." && pwd)
-readonly repo
+# shellcheck source=../../scripts/lib/harness.sh
+source "$(dirname "$self")/../../scripts/lib/harness.sh" "softroce two-hosts"  # sets repo
 readonly pings=10
 readonly names=(pinpool-a pinpool-b)
 readonly addrs=(10.88.0.1 10.88.0.2)
 timeout_seconds=300
 
-fail() {
-  echo "softroce two-hosts: FAIL: $*" >&2
-  exit 1
-}
-
 # --- In a guest ---------------------------------------------------------------------------------
-
-counters() {
-  local dir=/sys/class/infiniband/rxe0/ports/1/hw_counters
-  echo "sent=$(cat "$dir/sent_pkts") rcvd=$(cat "$dir/rcvd_pkts")"
-}
 
 # One line that names this host; the host side compares A's with B's.
 identity() {
@@ -47,9 +36,9 @@ identity() {
 
 serve() {
   identity
-  echo "before: $(counters)"
+  rxe_counters before
   timeout 240 rping -s -a "$PINPOOL_HOST_ADDR" -C "$pings" -v
-  echo "after: $(counters)"
+  rxe_counters after
 }
 
 # The server may not listen yet: B's guest can be ready before A's. A refused connection returns at
@@ -57,27 +46,16 @@ serve() {
 connect() {
   local i
   identity
-  echo "before: $(counters)"
+  rxe_counters before
   for i in $(seq 60); do
     timeout 120 rping -c -a "$PINPOOL_PEER_ADDR" -C "$pings" -v && break
     [ "$i" -lt 60 ] || fail "rping client failed 60 times"
     sleep 1
   done
-  echo "after: $(counters)"
+  rxe_counters after
 }
 
 # --- On the host --------------------------------------------------------------------------------
-
-require_harness() {
-  if [ "${PINPOOL_SOFTROCE:-0}" = 1 ]; then
-    echo "softroce two-hosts: SKIP: inside a guest already; two guests start from the host" >&2
-    exit 77
-  fi
-  command -v qemu-system-x86_64 >/dev/null && return 0
-  [ "${PINPOOL_REQUIRE_RDMA:-0}" = 1 ] && fail "qemu-system-x86_64 missing and PINPOOL_REQUIRE_RDMA=1"
-  echo "softroce two-hosts: SKIP: qemu-system-x86_64 missing; run scripts/setup-vm-deps.sh" >&2
-  exit 77
-}
 
 # Prints field $2 (key=value) of host $1's identity line in $out.
 field() {
@@ -92,15 +70,6 @@ expect() {
 }
 
 # Prints "SENT RCVD" moved on host $1 between its before: and after: lines.
-moved() {
-  local before after
-  before=$(sed -n "s/^\[$1\] before: sent=\([0-9]*\) rcvd=\([0-9]*\)$/\1 \2/p" <<<"$out")
-  after=$(sed -n "s/^\[$1\] after: sent=\([0-9]*\) rcvd=\([0-9]*\)$/\1 \2/p" <<<"$out")
-  if [ -z "$before" ] || [ -z "$after" ]; then fail "$1 did not report its rxe0 counters"; fi
-  awk -v b="$before" -v a="$after" 'BEGIN { split(b, x, " "); split(a, y, " ");
-    print y[1] - x[1], y[2] - x[2] }'
-}
-
 check_output() {
   local i name other value counts sent rcvd
   for i in 0 1; do
@@ -114,7 +83,7 @@ check_output() {
     [ "$(field "$name" netdev)" != dummy0 ] || fail "$name's rxe0 sits on dummy0, not on its NIC"
     value=$(grep -c "^\[$name\] .*ping data: rdma-ping-" <<<"$out" || true)
     [ "$value" -eq "$pings" ] || fail "$name saw $value pings, expected $pings"
-    counts=$(moved "$name") || exit 1
+    counts=$(rxe_moved "$out" "$name") || exit 1
     read -r sent rcvd <<<"$counts"
     if [ "$sent" -le 0 ] || [ "$rcvd" -le 0 ]; then
       fail "$name's rxe0 counters did not move (sent $sent, received $rcvd)"
@@ -140,7 +109,7 @@ main() {
       *) fail "usage: $0 [--timeout SECONDS]" ;;
     esac
   done
-  require_harness
+  require_qemu "two guests start from the host"
   # The guests see the host's / at the same paths, but not the host's /tmp writes: run from the repo.
   cd "$repo"
   out=$("$repo/scripts/softroce/run-two-guests.sh" --timeout "$timeout_seconds" -- \

@@ -1,15 +1,14 @@
+# shellcheck shell=bash
 # Sourced by the tests that install this build tree and build against the installed copy
 # (tests/consumer/run.sh, tests/linking/run.sh). Usage, after `set -euo pipefail`:
 #   source "$here/../support/install-prefix.sh" NAME
 # Reads PINPOOL_BUILD_DIR, PINPOOL_LIBDIR and optionally CMAKE, CMAKE_GENERATOR, CXX; defines
-# fail, step and quiet; makes $work (a temporary directory, removed on exit unless
+# fail (scripts/lib/harness.sh, with NAME), step and quiet; makes $work (a temporary directory, removed on exit unless
 # PINPOOL_KEEP_TMP=1) and installs the build tree into $prefix=$work/prefix.
 
-fail() {
-  echo "run.sh: FAILED: $*" >&2
-  exit 1
-}
-trap 'echo "run.sh: FAILED (line $LINENO, exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=../../scripts/lib/harness.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/lib/harness.sh" "${1:?NAME}"
+trap 'echo "$HARNESS_NAME: FAIL (line $LINENO, exit $?): $BASH_COMMAND" >&2' ERR
 step() { echo "== $*"; }
 
 build=${PINPOOL_BUILD_DIR:?set PINPOOL_BUILD_DIR to the pinpool build tree}
@@ -24,7 +23,7 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/pinpool-${1:?NAME}.XXXXXX")
 cleanup() {
   if [[ ${PINPOOL_KEEP_TMP:-0} == 1 ]]; then
-    echo "run.sh: kept $work"
+    echo "$HARNESS_NAME: kept $work"
   else
     rm -rf "$work"
   fi

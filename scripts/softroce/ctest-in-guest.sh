@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs one RDMA test program inside the soft-RoCE guest (scripts/softroce/run-in-guest.sh), for the
-# ctest entries labelled `rdma`:
+# Runs one RDMA test program inside the soft-RoCE guest (run-in-guest.sh), for the ctest entries
+# labelled `rdma` of tests/, bench/ and examples/:
 #
-#   tests/rdma/in-guest.sh [--timeout SECONDS] -- COMMAND [ARG]...
+#   scripts/softroce/ctest-in-guest.sh [--timeout SECONDS] -- COMMAND [ARG]...
 #
 # COMMAND always runs with PINPOOL_REQUIRE_RDMA=1: the guest has rxe0, so a test that finds no
 # device there fails instead of skipping. Run from a directory the guest can see (not under /tmp);
@@ -13,8 +13,8 @@
 # Inside a guest already (PINPOOL_SOFTROCE=1) it runs COMMAND in place.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-readonly repo
+# shellcheck source=../lib/harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh" rdma  # sets repo
 timeout_seconds=600
 
 while [ $# -gt 0 ]; do
@@ -29,16 +29,7 @@ if [ $# -eq 0 ]; then
   exit 1
 fi
 
-if [ "${PINPOOL_SOFTROCE:-0}" != 1 ] && ! command -v qemu-system-x86_64 >/dev/null; then
-  if [ "${PINPOOL_REQUIRE_RDMA:-0}" = 1 ]; then
-    echo "rdma: FAIL: qemu-system-x86_64 missing and PINPOOL_REQUIRE_RDMA=1;" \
-      "run scripts/setup-vm-deps.sh" >&2
-    exit 1
-  fi
-  echo "rdma: SKIP: qemu-system-x86_64 missing, cannot boot the soft-RoCE guest;" \
-    "run scripts/setup-vm-deps.sh" >&2
-  exit 77
-fi
+[ "${PINPOOL_SOFTROCE:-0}" = 1 ] || require_qemu
 
 # Exported as well as passed: run-in-guest.sh gives COMMAND a clean environment from a host, but
 # inside a guest it runs COMMAND with this one.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the RDMA examples where a device exists (ctest `example.rdma_in_guest`, through in-guest.sh)
+# Runs the RDMA examples where a device exists (ctest `example.rdma_in_guest`, through
+# scripts/softroce/ctest-in-guest.sh)
 # and checks that they used it:
 #   1. rdma_loopback must move its message by RDMA WRITE and READ ("rdma_loopback: OK");
 #   2. the demo must have picked the verbs domain ("domain: <dev>/pd<n> (verbs, ...)") and print
@@ -8,20 +9,18 @@
 #   4. block_server must serve its requests through grants and show the timed-out request's late
 #      WRITE refused with the block's next owner untouched.
 #
-#   tests/rdma/run-examples.sh RDMA_LOOPBACK DEMO FILE_TO_PEER BLOCK_SERVER
+#   examples/run-rdma-examples.sh RDMA_LOOPBACK DEMO FILE_TO_PEER BLOCK_SERVER
 #
 # Exit status: 0 both did; 1 otherwise (the output says which).
 set -euo pipefail
 
-loopback=${1:?usage: run-examples.sh RDMA_LOOPBACK DEMO}
-demo=${2:?usage: run-examples.sh RDMA_LOOPBACK DEMO FILE_TO_PEER}
-file_to_peer=${3:?usage: run-examples.sh RDMA_LOOPBACK DEMO FILE_TO_PEER BLOCK_SERVER}
-block_server=${4:?usage: run-examples.sh RDMA_LOOPBACK DEMO FILE_TO_PEER BLOCK_SERVER}
-
-fail() {
-  echo "run-examples: FAIL: $*" >&2
-  exit 1
-}
+readonly usage="usage: run-rdma-examples.sh RDMA_LOOPBACK DEMO FILE_TO_PEER BLOCK_SERVER"
+loopback=${1:?$usage}
+demo=${2:?$usage}
+file_to_peer=${3:?$usage}
+block_server=${4:?$usage}
+# shellcheck source=../scripts/lib/harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/harness.sh" run-rdma-examples  # sets repo
 
 out=$("$loopback") || fail "rdma_loopback exited $?"
 printf '%s\n' "$out"
@@ -44,5 +43,5 @@ for mechanism in auto window; do
 done
 grep -Eq "OK: 8 grants, [1-9][0-9]* revoked by the peer" <<<"$out" ||
   fail "block_server window: the client's SEND_WITH_INV revoked nothing"
-echo "run-examples: rdma_loopback moved its data, the demo used the verbs domain, file_to_peer" \
+echo "run-rdma-examples: rdma_loopback moved its data, the demo used the verbs domain, file_to_peer" \
   "moved a file to a peer block, block_server's stale grant was refused"
