@@ -7,7 +7,7 @@
 #   ON (the engine is required: configuring fails without it), OFF (never built).
 #
 # Targets: pinpool_ucx (alias pinpool::ucx), pinpool_fabric (alias pinpool::fabric). Sources live
-# in src/engines/<engine>/, above the core's layers: they use libpinpool's public headers only
+# in src/providers/<engine>/, above the core's layers: they use libpinpool's public headers only
 # (the users' ones and the implementer's pinpool/provider.h: the Domain interface, checked chunk
 # records, GrantLock for grants), so they link with it like any domain writer's library would.
 # Built with the core's discipline: hidden visibility, PINPOOL_EXPORT on what their header
@@ -68,9 +68,9 @@ function(pinpool_engine)
 endfunction()
 
 pinpool_engine(NAME ucx MODULE ucx PACKAGE libucx-dev SWITCH PINPOOL_WITH_UCX PREFIX PINPOOL_UCX
-  SOURCES ${PROJECT_SOURCE_DIR}/src/engines/ucx/domain.cc
-          ${PROJECT_SOURCE_DIR}/src/engines/ucx/transfer.cc)
+  SOURCES ${PROJECT_SOURCE_DIR}/src/providers/ucx/domain.cc
+          ${PROJECT_SOURCE_DIR}/src/providers/ucx/transfer.cc)
 pinpool_engine(NAME fabric MODULE libfabric PACKAGE libfabric-dev SWITCH PINPOOL_WITH_FABRIC PREFIX PINPOOL_FABRIC
-  SOURCES ${PROJECT_SOURCE_DIR}/src/engines/fabric/domain.cc
-          ${PROJECT_SOURCE_DIR}/src/engines/fabric/transfer.cc
-          ${PROJECT_SOURCE_DIR}/src/engines/fabric/access.cc)
+  SOURCES ${PROJECT_SOURCE_DIR}/src/providers/fabric/domain.cc
+          ${PROJECT_SOURCE_DIR}/src/providers/fabric/transfer.cc
+          ${PROJECT_SOURCE_DIR}/src/providers/fabric/remote_access.cc)
