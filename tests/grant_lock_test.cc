@@ -124,5 +124,44 @@ TEST(GrantLockDeathTest, MisuseOfGrantedBlocksAndPoolsIsRefused) {
   }
 }
 
+// CheckLive, which every grant mechanism calls before it registers anything: a freed block is an
+// error to return (never an abort), whether it is held for its grants or back in the heap (in a
+// thread cache, or its span given back), and so is a pointer that is no block's start.
+TEST(GrantLockTest, CheckLiveTellsAFreedBlockFromALiveOneWithoutAborting) {
+  for (const bool debug : {false, true}) {
+    SCOPED_TRACE(debug ? "debug_checks" : "default");
+    PoolOptions o;
+    o.chunk_size = 2 * kMiB;
+    o.budget = 8 * kMiB;
+    o.initial_size = 2 * kMiB;
+    o.debug_checks = debug;
+    o.domains = {std::make_shared<CountingDomain>()};
+    std::unique_ptr<Pool> pool = Pool::Create(o).value();
+    FakeHolder holder(false);
+    const Block live = pool->Allocate(1000);
+    const Block cached = pool->Allocate(1000);   // freed to the thread cache
+    const Block big = pool->Allocate(1 * kMiB);  // freed back to the page heap
+    const Block held = pool->Allocate(1000);     // freed while granted: held
+    {
+      GrantLock lock(*pool);
+      lock.Begin(held, holder, 1);
+    }
+    pool->Deallocate(cached);
+    pool->Deallocate(big);
+    pool->Deallocate(held);
+    GrantLock lock(*pool);
+    EXPECT_TRUE(lock.CheckLive(live).ok()) << lock.CheckLive(live);
+    for (const Block& freed : {cached, big, held}) {
+      const absl::Status s = lock.CheckLive(freed);
+      EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+      EXPECT_NE(s.message().find("was freed"), std::string::npos) << s;
+    }
+    const Block interior(static_cast<char*>(live.data()) + 16, 16, &live.chunk());
+    EXPECT_TRUE(absl::IsInvalidArgument(lock.CheckLive(interior))) << lock.CheckLive(interior);
+    EXPECT_TRUE(absl::IsInvalidArgument(lock.CheckLive(Block()))) << lock.CheckLive(Block());
+    lock.End(held.data(), holder, 1);
+  }
+}
+
 }  // namespace
 }  // namespace pinpool

@@ -233,8 +233,10 @@ class PINPOOL_EXPORT FabricRemoteAccess {
   // Grants `rights` on the whole block or on [offset, offset + length) of it (atomic rights are
   // granted as remote read and write: libfabric has no separate atomic access). Errors:
   // kInvalidArgument (no rights, empty or out-of-block range, not a block of this pool),
-  // kFailedPrecondition (the block was freed and is held, the access was closed, or the
-  // provider returned a shared registration), kResourceExhausted (out of registrations).
+  // kFailedPrecondition (the block was freed, whether held for its grants or back in the pool;
+  // the access was closed; or the provider returned a shared registration), kResourceExhausted
+  // (out of registrations). A block freed and allocated again is a live block again: it cannot
+  // be told from the one freed.
   absl::StatusOr<FabricGrant> Grant(const Block& block, RemoteRights rights);
   absl::StatusOr<FabricGrant> Grant(const Block& block, std::size_t offset, std::size_t length,
                                     RemoteRights rights);

@@ -145,11 +145,14 @@ class PINPOOL_EXPORT VerbsRemoteAccess {
 
   // Grants the connection's peer `rights` on the whole of `block` (its `size()` bytes), or on
   // [offset, offset + length) of it. `block` must be live, from this pool. Errors:
-  // kInvalidArgument (empty rights, an empty or out-of-block range, a block of another pool,
-  // atomics on a range not 8-byte aligned), kFailedPrecondition (the block was freed, or the
-  // connection was closed by RevokeAllNow or a failed work request), kUnimplemented (a right the
-  // device lacks: atomics), kResourceExhausted (the send queue is full, windows or regions ran
-  // out; the message names which).
+  // kInvalidArgument (empty rights, an empty or out-of-block range, a block of another pool or
+  // not a block's start, atomics on a range whose start or end is not a multiple of 8 bytes),
+  // kFailedPrecondition (the block was freed: held until its grants end, or back in the pool;
+  // or the connection was closed by RevokeAllNow or a failed work request), kUnimplemented (a
+  // right the device lacks: atomics), kResourceExhausted (the send queue is full, windows or
+  // regions ran out; the message names which). What cannot be detected: a block freed and
+  // allocated again (by this thread or another) is a live block again, and a free that races
+  // with Grant on another thread is the application's race, like any use of a block being freed.
   absl::StatusOr<RemoteGrant> Grant(const Block& block, RemoteRights rights);
   absl::StatusOr<RemoteGrant> Grant(const Block& block, std::size_t offset, std::size_t length,
                                     RemoteRights rights);

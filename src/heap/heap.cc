@@ -307,6 +307,22 @@ std::size_t Heap::CheckBlock(const void* p, std::size_t size, const char* what) 
   return ClassSize(CheckedClass(p, size, what));
 }
 
+Heap::BlockState Heap::Inspect(const void* p) const noexcept {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  if (addr % kMinBlock != 0) return BlockState::kNotABlock;
+  // A free block carries its mark whether it is cached, in a slab or back in the page heap.
+  if (FirstWord(p) == FreeMark(secret_, p)) return BlockState::kFree;
+  unsigned cls = 0;
+  if (!PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, &cls)) {
+    return BlockState::kNotABlock;
+  }
+  if (debug_) {
+    MutexLock lock(&mu_);
+    if (!live_.contains(addr)) return BlockState::kNotABlock;  // never allocated
+  }
+  return BlockState::kLive;
+}
+
 unsigned Heap::CheckedClass(const void* p, std::size_t size, const char* what) const noexcept {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   PINPOOL_CHECK(addr % kMinBlock == 0,

@@ -179,6 +179,12 @@ class Heap {
   // free and `size` (when not 0) fits it. `p` must lie in a mapped chunk. Returns the block's
   // usable size. Exact, but for the limits docs/robustness.md states (a race, ABA).
   std::size_t CheckBlock(const void* p, std::size_t size, const char* what) const noexcept;
+  // What CheckBlock would find at `p`, without aborting, for callers that must answer with an
+  // error instead (a grant of a freed block): kLive (the start of a block that is not free),
+  // kFree (a free block: its free mark is there), kNotABlock (anything else). `p` must lie in a
+  // mapped chunk. The same limits as CheckBlock: a block freed and allocated again is live.
+  enum class BlockState : std::uint8_t { kLive, kFree, kNotABlock };
+  BlockState Inspect(const void* p) const noexcept;
   // Resizes in place when the new size is of the block's own class, else moves; keeps 16-byte
   // alignment (not more). Null when it cannot (then `p` is untouched). `p` was checked.
   void* Reallocate(void* p, std::size_t size) noexcept;

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "heap/heap.h"
 #include "pinpool/pool.h"
 #include "pool/grant_registry.h"
 
@@ -32,6 +34,28 @@ void GrantLock::End(void* block, GrantHolder& holder, std::uint64_t id) {
 }
 
 bool GrantLock::Held(const void* block) const { return registry_.HeldLocked(block); }
+
+absl::Status GrantLock::CheckLive(const Block& block) const {
+  if (!block || !pool_.Contains(block.data())) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("block %p is not memory of this pool", block.data()));
+  }
+  if (registry_.HeldLocked(block.data())) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "block %p was freed (it is held until its grants are revoked)", block.data()));
+  }
+  switch (pool_.heap_->Inspect(block.data())) {
+    case internal::Heap::BlockState::kLive:
+      return absl::OkStatus();
+    case internal::Heap::BlockState::kFree:
+      return absl::FailedPreconditionError(
+          absl::StrFormat("block %p was freed: grant a live block", block.data()));
+    case internal::Heap::BlockState::kNotABlock:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%p is not the start of a block of this pool (an interior pointer?)", block.data()));
+}
 
 GrantStats& GrantLock::counters() { return registry_.countersLocked(); }
 

@@ -253,6 +253,19 @@ TEST_P(FabricTest, GrantsAreCheckedAndFreedBlocksCannotBeGranted) {
   EXPECT_TRUE(access_->Revoke(*g).ok());  // idempotent
 }
 
+// A block freed (not granted, so straight back to the pool) and then granted, as a server's
+// timeout path and a granting thread may do: an error to return, not an abort.
+TEST_P(FabricTest, GrantingABlockFreedToThePoolIsAnErrorNotAnAbort) {
+  ASSERT_NO_FATAL_FAILURE(MakePools());
+  const Block b = target_pool_->Allocate(1000);
+  ASSERT_TRUE(b);
+  target_pool_->Deallocate(b);
+  const absl::StatusOr<FabricGrant> g = access_->Grant(b, {.read = true});
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition) << g.status();
+  EXPECT_NE(g.status().message().find("was freed"), std::string_view::npos) << g.status();
+  EXPECT_EQ(target_pool_->GetStats().grants.live, 0u);
+}
+
 TEST_P(FabricTest, TransfersOutsideTheBlockOrThePeersBytesAreRefusedBeforePosting) {
   ASSERT_NO_FATAL_FAILURE(MakePools());
   Block target = target_pool_->Allocate(4096);

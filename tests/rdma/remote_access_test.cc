@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "pinpool/pool.h"
@@ -557,6 +559,51 @@ TEST_F(RemoteAccessTest, BadGrantsGetClearErrors) {
   EXPECT_TRUE(absl::IsInvalidArgument(
       VerbsRemoteAccess::Create(*server_, pair_->qp(Side::kA), {.domain = 3}).status()));
   AwaitEnded(*pair_, *access_, *g);
+}
+
+// A server's timeout path frees a block while another thread grants it: the grant gets an error,
+// never a dead process, whether the block went straight back to the pool (it was not granted) or
+// is held for an earlier grant; the pool and the connection go on serving.
+TEST_P(RevocationTest, GrantingAFreedBlockIsAnErrorNotAnAbort) {
+  access_ = MakeAccess(*pair_, GetParam());
+  ASSERT_NE(access_, nullptr);
+  const Block small = server_->Allocate(1000), big = server_->Allocate(1 * kMiB);
+  ASSERT_TRUE(small && big);
+  std::thread timeout([&] {
+    server_->Deallocate(small);  // to another thread's cache
+    server_->Deallocate(big);    // back to the page heap
+  });
+  timeout.join();
+  for (const Block& freed : {small, big}) {
+    const absl::StatusOr<RemoteGrant> g = access_->Grant(freed, {.write = true});
+    EXPECT_TRUE(absl::IsFailedPrecondition(g.status())) << g.status();
+    EXPECT_THAT(std::string(g.status().message()), HasSubstr("was freed"));
+  }
+  const Block next = server_->Allocate(4096);
+  const absl::StatusOr<RemoteGrant> ok = access_->Grant(next, {.read = true});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(server_->GetStats().grants.grants, 1u);
+  ASSERT_TRUE(access_->Revoke(*ok).ok());
+  AwaitEnded(*pair_, *access_, *ok);
+  server_->Deallocate(next);
+}
+
+// Atomics work on aligned 8-byte words: a range for them must start and end on a multiple of 8.
+TEST_P(RevocationTest, AtomicsOnARangeNotAlignedTo8BytesAreRefused) {
+  access_ = MakeAccess(*pair_, GetParam());
+  ASSERT_NE(access_, nullptr);
+  const Block a = server_->Allocate(64);
+  for (const auto& [offset, length] :
+       {std::pair<std::size_t, std::size_t>{3, 16}, {8, 12}, {1, 8}}) {
+    const absl::StatusOr<RemoteGrant> g = access_->Grant(a, offset, length, {.atomic = true});
+    EXPECT_TRUE(absl::IsInvalidArgument(g.status()))
+        << offset << "+" << length << ": " << g.status();
+  }
+  EXPECT_TRUE(access_->Grant(a, 3, 16, {.read = true}).ok()) << "unaligned is fine without atomics";
+  const absl::StatusOr<RemoteGrant> aligned = access_->Grant(a, 8, 16, {.atomic = true});
+  EXPECT_TRUE(aligned.ok()) << aligned.status();
+  access_->RevokeAllNow();
+  server_->Deallocate(a);
 }
 
 // When the QP fails (here: the peer used a revoked key), pinpool's flushed work requests make

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pinpool/fabric.h"
 #include "pinpool/grant_lock.h"
@@ -102,7 +103,6 @@ absl::StatusOr<FabricGrant> FabricRemoteAccess::Impl::Grant(const Block& block, 
     return absl::InvalidArgumentError(absl::StrFormat(
         "FabricRemoteAccess::Grant: block %p is not memory of this access's pool", block.data()));
   }
-  pool_->UsableSize(block.data());  // a live block of this pool, or an abort naming the misuse
   const FabricChunk& chunk = FabricChunkOf(*where, domain_index_);
   const auto address = reinterpret_cast<std::uintptr_t>(block.data()) + offset;
   std::uint64_t access = 0;
@@ -117,10 +117,8 @@ absl::StatusOr<FabricGrant> FabricRemoteAccess::Impl::Grant(const Block& block, 
           "FabricRemoteAccess::Grant: every grant was revoked (RevokeAllNow); create a new "
           "FabricRemoteAccess");
     }
-    if (lock.Held(block.data())) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "FabricRemoteAccess::Grant: block %p was freed (it is held until its grants are revoked)",
-          block.data()));
+    if (absl::Status live = lock.CheckLive(block); !live.ok()) {
+      return absl::Status(live.code(), absl::StrCat("FabricRemoteAccess::Grant: ", live.message()));
     }
     absl::StatusOr<fid_mr*> mr =
         domain_->RegisterRange(reinterpret_cast<void*>(address), length, access, endpoint_);

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pinpool/grant_lock.h"
 #include "pinpool/verbs_remote_access.h"
@@ -141,6 +142,13 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::Grant(const Block& block, s
   if (length > UINT32_MAX) {
     return absl::InvalidArgumentError("VerbsRemoteAccess::Grant: a grant covers at most 4 GiB - 1");
   }
+  if (rights.atomic &&
+      ((reinterpret_cast<std::uintptr_t>(block.data()) + offset) % 8 != 0 || length % 8 != 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "VerbsRemoteAccess::Grant: atomics work on aligned 8-byte words: range [%d, %d) of block "
+        "%p must start and end on a multiple of 8",
+        offset, offset + length, block.data()));
+  }
   if ((rights.write || rights.atomic) && !s_.domain->access().local_write) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "VerbsRemoteAccess::Grant: write or atomic rights need a domain with local_write (%s has "
@@ -153,8 +161,6 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::Grant(const Block& block, s
         "VerbsRemoteAccess::Grant: block %p is not memory of this connection's pool",
         block.data()));
   }
-  // A live block of this pool, or an abort naming the misuse (as any free of it would).
-  s_.pool->UsableSize(block.data());
   auto* chunk_mr = static_cast<ibv_mr*>(where->keys(s_.options.domain).handle);
 
   absl::StatusOr<RemoteGrant> grant;
@@ -166,10 +172,8 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::Grant(const Block& block, s
           "work request pinpool posted failed because the QP is in the error state); create a "
           "new VerbsRemoteAccess for a new connection");
     }
-    if (lock.Held(block.data())) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "VerbsRemoteAccess::Grant: block %p was freed (it is held until its grants are revoked)",
-          block.data()));
+    if (absl::Status live = lock.CheckLive(block); !live.ok()) {
+      return absl::Status(live.code(), absl::StrCat("VerbsRemoteAccess::Grant: ", live.message()));
     }
     const std::uint32_t slot = NewSlotLocked();
     Record& r = slots_[slot];
