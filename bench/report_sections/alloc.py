@@ -18,9 +18,7 @@ def write(doc):
     doc.w("## 1. Allocation")
     doc.w()
     if not r.present:
-        doc.w("Not measured in this run.")
-        doc.w()
-        return
+        return doc.not_measured()
     doc.w("Nanoseconds per allocate + free, per thread, the best of the repetitions (other "
            "engineers' work shared the 2 CPUs and interference only adds time; the ratio of "
            "the medians is shown too). Every allocator runs every case twice: with its **sized** "

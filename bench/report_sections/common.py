@@ -124,6 +124,14 @@ class Page:
     def w(self, s=""):
         self.lines.append(s)
 
+    def not_measured(self, why="", target=None):
+        """Says the section was not measured in this run (and why), and records its target, if
+        it has one, as not measured. For a section to return after."""
+        self.w("Not measured in this run" + (f" ({why})." if why else "."))
+        self.w()
+        if target:
+            self.targets.append((target, "", "not measured", None))
+
     def machine_line(self, guest=False):
         m = self.machine
         host = f"{m.get('cpu_model', '?')}, {m.get('cpus', '?')} CPUs, {m.get('memory_gib', '?')} GiB, {m.get('os', '?')}, Linux {m.get('kernel', '?')}"

@@ -16,10 +16,8 @@ def write(doc):
     r = Results(os.path.join(doc.out, "guest", "engines.json"))
     nc = Results(os.path.join(doc.out, "guest", "engines_nocache.json"))
     if not r.present:
-        doc.w("Not measured in this run (no guest, or no engines_benchmark: it needs libucx-dev "
-               "and libfabric-dev).")
-        doc.w()
-        return
+        return doc.not_measured("no guest, or no engines_benchmark: it needs libucx-dev and "
+                                "libfabric-dev")
     ctx = r.context
     doc.w("Time to get a buffer ready, fill it and have its bytes at the target (one put from one "
            "worker or endpoint to another over rxe0, completed at the target before the next), "

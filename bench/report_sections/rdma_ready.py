@@ -13,10 +13,7 @@ def write(doc):
     r = Results(os.path.join(doc.out, "guest", "rdma_ready.json"))
     nc = Results(os.path.join(doc.out, "guest", "rdma_ready_nocache.json"))
     if not r.present:
-        doc.w("Not measured in this run (no guest).")
-        doc.w()
-        doc.targets.append(("RDMA-ready buffer", "", "not measured", None))
-        return
+        return doc.not_measured("no guest", "RDMA-ready buffer")
     doc.w("Time to get a buffer with its lkey and rkey ready, and give it back, on rxe0 in one "
            "process, medians. Per-buffer registration: `verbs_reg` = malloc + `ibv_reg_mr` + "
            "`ibv_dereg_mr` + free; `ucx_direct` = malloc + `ucp_mem_map` + `ucp_rkey_pack` + "

@@ -12,10 +12,7 @@ def write(doc):
     doc.w()
     r = Results(os.path.join(doc.out, "guest", "remote_access.json"))
     if not r.present:
-        doc.w("Not measured in this run (no guest).")
-        doc.w()
-        doc.targets.append(("Grant + revocation cheaper than per-buffer registration", "", "not measured", None))
-        return
+        return doc.not_measured("no guest", "Grant + revocation cheaper than per-buffer registration")
     doc.w("What it costs to give a peer one block and take it back (`pinpool::VerbsRemoteAccess`, "
            "[remote-access.md](remote-access.md)), on rxe0, medians, `bench/remote_access_benchmark.cc`. "
            "`grant_revoke/window` = `Grant` (a type 2 window bound by a work request on the QP) + "

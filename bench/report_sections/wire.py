@@ -17,10 +17,7 @@ def write(doc):
     results = [Results(os.path.join(guest, f"wire-{k}.json")) for k in rounds]
     results = [r for r in results if r.present]
     if not results:
-        doc.w("Not measured in this run (no guest).")
-        doc.w()
-        doc.targets.append(("Wire throughput within 5% of ib_write_bw", "", "not measured", None))
-        return
+        return doc.not_measured("no guest", "Wire throughput within 5% of ib_write_bw")
     doc.w("MiB/s of RDMA WRITE over two loopback RC QPs on rxe0: `pool` writes from a pool block "
            "into a pool block (the block's lkey, the peer block's rkey); `registered_once` does "
            "the same loop between two buffers each registered once with `ibv_reg_mr`; "
