@@ -216,8 +216,8 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   uncarved_now_.store(uncarved_, std::memory_order_relaxed);
   slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
   table_[index].store(reinterpret_cast<std::uintptr_t>(c), std::memory_order_release);
-  if (why == Why::kBackground) ++background_growths_;
-  if (why == Why::kAllocation) ++allocation_growths_;
+  if (why == Why::kBackground) ++growth_.background_growths;
+  if (why == Why::kAllocation) ++growth_.allocation_growths;
   return absl::OkStatus();
 }
 
@@ -276,7 +276,7 @@ void* Arena::Carve(std::size_t size, std::size_t alignment) {
     if (growing_ != 0) {
       // A chunk is in flight (the grower's, a Reserve worker's, another allocation's): wait for
       // it rather than start one more. Its failure wakes us too; then we grow ourselves.
-      if (!waited) ++growth_waits_;
+      if (!waited) ++growth_.growth_waits;
       waited = true;
       chunk_done_.Wait(&mu_);
       continue;
@@ -382,15 +382,11 @@ ArenaStats Arena::Stats() const {
   s.chunk_size = config_.chunk_size;
   s.max_chunks = max_chunks_;
   s.growth_failures = growth_failures_;
-  s.chunks_growing = growing_;
-  s.uncarved_bytes = uncarved_;
-  s.low_watermark = config_.low_watermark;
-  s.background_growths = background_growths_;
-  s.allocation_growths = allocation_growths_;
-  s.growth_waits = growth_waits_;
-  s.trims = trims_;
-  s.trimmed_bytes = trimmed_bytes_;
-  s.numa_node = config_.numa_node;
+  s.growth = growth_;
+  s.growth.chunks_growing = growing_;
+  s.growth.room_bytes = uncarved_;
+  s.growth.low_watermark = config_.low_watermark;
+  s.growth.numa_node = config_.numa_node;
   const std::size_t mapped = ready_ * config_.chunk_size;
   s.pinned_bytes = DomainsThatPin(Pinning::kLongTerm) != 0 ? mapped : 0;
   s.locked_bytes = DomainsThatPin(Pinning::kResident) != 0 ? mapped : 0;

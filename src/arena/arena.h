@@ -52,6 +52,7 @@
 #include "os/os.h"
 #include "pinpool/domain.h"
 #include "pinpool/keys.h"
+#include "pinpool/stats.h"
 #include "util/mutex.h"
 
 namespace pinpool::internal {
@@ -90,16 +91,9 @@ struct ArenaStats {
   std::size_t chunk_size = 0;
   std::size_t max_chunks = 0;
   std::uint64_t growth_failures = 0;
-  std::size_t chunks_growing = 0;  // chunks being mapped and registered now
-  std::size_t uncarved_bytes = 0;  // room in ready chunks the heap has not taken
-  std::size_t low_watermark = 0;
-  std::uint64_t background_growths =
-      0;  // chunks added by Replenish (background work or the application)
-  std::uint64_t allocation_growths = 0;  // chunks added because an allocation found no room
-  std::uint64_t growth_waits = 0;        // allocations that waited for a chunk in flight
-  std::uint64_t trims = 0;               // chunks given back
-  std::uint64_t trimmed_bytes = 0;
-  int numa_node = -1;
+  // The growth figures as the pool reports them (pinpool/stats.h), counted here directly: all but
+  // the start-up times, which the pool measures.
+  GrowthStats growth;
   std::vector<Placement> placements;  // placements[i] is chunks[i]'s
   std::size_t pinned_bytes = 0;       // chunks held by a long-term pinning domain
   std::size_t locked_bytes = 0;       // chunks held by an mlocking domain
@@ -251,11 +245,7 @@ class Arena {
   std::atomic<std::size_t> uncarved_now_{0};
   std::vector<ArenaStats::DomainCounters> domain_counters_ ABSL_GUARDED_BY(mu_);
   std::uint64_t growth_failures_ ABSL_GUARDED_BY(mu_) = 0;
-  std::uint64_t background_growths_ ABSL_GUARDED_BY(mu_) = 0;
-  std::uint64_t allocation_growths_ ABSL_GUARDED_BY(mu_) = 0;
-  std::uint64_t growth_waits_ ABSL_GUARDED_BY(mu_) = 0;
-  std::uint64_t trims_ ABSL_GUARDED_BY(mu_) = 0;
-  std::uint64_t trimmed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  GrowthStats growth_ ABSL_GUARDED_BY(mu_);  // its counters; the levels are filled by Stats()
   absl::Status last_growth_error_ ABSL_GUARDED_BY(mu_);
   bool waiters_released_ ABSL_GUARDED_BY(mu_) = false;
 };

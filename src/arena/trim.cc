@@ -45,8 +45,8 @@ std::size_t Arena::Trim(std::size_t floor_bytes) {
     slots_[i] = Slot::kEmpty;
     --trimming_;
     slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
-    ++trims_;
-    trimmed_bytes_ += size;
+    ++growth_.trims;
+    growth_.trimmed_bytes += size;
     given += size;
     chunk_done_.NotifyAll();
   }

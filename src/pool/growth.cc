@@ -32,25 +32,16 @@ void Pool::StartBackgroundWork() {
        .keep_watermark = options_.grow_in_background && options_.low_watermark != 0,
        .trim_every = std::chrono::milliseconds(options_.trim_interval_ms),
        .trim_floor = options_.trim_floor,
-       .numa_node = arena_->Stats().numa_node});
+       .numa_node = arena_->Stats().growth.numa_node});
 }
 
 namespace internal {
 
 void FillGrowthStats(const ArenaStats& a, const StartupTimes& startup, PoolStats& stats) {
-  GrowthStats& g = stats.growth;
-  g.low_watermark = a.low_watermark;
-  g.room_bytes = a.uncarved_bytes;
-  g.chunks_growing = a.chunks_growing;
-  g.background_growths = a.background_growths;
-  g.allocation_growths = a.allocation_growths;
-  g.growth_waits = a.growth_waits;
-  g.trims = a.trims;
-  g.trimmed_bytes = a.trimmed_bytes;
-  g.seconds_to_first_chunk = startup.first_chunk;
-  g.seconds_to_initial_size = startup.initial_size;
-  g.numa_node = a.numa_node;
-  stats.growths = a.chunks.size() + a.trims;
+  stats.growth = a.growth;
+  stats.growth.seconds_to_first_chunk = startup.first_chunk;
+  stats.growth.seconds_to_initial_size = startup.initial_size;
+  stats.growths = a.chunks.size() + a.growth.trims;
   for (std::size_t i = 0; i < stats.chunks.size() && i < a.placements.size(); ++i) {
     stats.chunks[i].numa_node = a.placements[i].node;
   }
