@@ -386,8 +386,8 @@ void* Heap::Reallocate(void* p, std::size_t size) noexcept {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, &cls);
   // In place only when the block's own class is the class of the new size: a block is always
-  // filed under the class of its real extent (issue 13: a large block shrunk "in place" and then
-  // freed into a small class's bin was never reused).
+  // filed under the class of its real extent. A large block shrunk "in place" and then freed into
+  // a small class's bin would never be reused (tests/heap/reallocate_test.cc).
   if (SizeClass(size) == cls) {
     if (debug_) {
       MutexLock lock(&mu_);
