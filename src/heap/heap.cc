@@ -1,3 +1,8 @@
+// Heap's implementation (heap.h has the contract): its creation and destruction, a thread's first
+// call (the cache it gets, and the thread-exit hand-back of every cache to a heap still alive),
+// the drain handshake, the slow paths of allocation and free (where misuse is caught and named),
+// Reallocate and the stats. The fast paths are inline in heap.h, so that the pool calls no
+// function for them.
 #include "heap/heap.h"
 
 #include <linux/membarrier.h>
