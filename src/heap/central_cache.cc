@@ -1,3 +1,6 @@
+// CentralCache's implementation (central_cache.h has the contract): per class, the transfer
+// stack and the list of slabs with free blocks, each under the class's own lock; what the stack
+// cannot take goes back to its slab or, a large block, to the page heap.
 #include "heap/central_cache.h"
 
 #include <algorithm>

@@ -1,3 +1,8 @@
+// Heap's implementation (heap.h has the contract): its creation and destruction, a thread's first
+// call (the cache it gets, and the thread-exit hand-back of every cache to a heap still alive),
+// the drain handshake, the slow paths of allocation and free (where misuse is caught and named),
+// Reallocate and the stats. The fast paths are inline in heap.h, so that the pool calls no
+// function for them.
 #include "heap/heap.h"
 
 #include <linux/membarrier.h>
@@ -402,8 +407,8 @@ void* Heap::Reallocate(void* p, std::size_t size) noexcept {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, &cls);
   // In place only when the block's own class is the class of the new size: a block is always
-  // filed under the class of its real extent (issue 13: a large block shrunk "in place" and then
-  // freed into a small class's bin was never reused).
+  // filed under the class of its real extent. A large block shrunk "in place" and then freed into
+  // a small class's bin would never be reused (tests/heap/reallocate_test.cc).
   if (SizeClass(size) == cls) {
     if (debug_) {
       MutexLock lock(&mu_);

@@ -1,3 +1,6 @@
+// MetadataArena's implementation (metadata.h has the contract): bump allocation under its lock from
+// regions os::MapMetadata maps; a request too large for a region gets one of its own. Everything is
+// unmapped together by the destructor.
 #include "heap/metadata.h"
 
 #include "os/os.h"

@@ -1,3 +1,6 @@
+// PageHeap's implementation (page_heap.h has the contract): the segregated free lists and their
+// bitmap, carving and merging spans inside one chunk, growth by a chunk with the lock let go,
+// giving idle chunks back for Trim, and Verify, which the tests run after random operations.
 #include "heap/page_heap.h"
 
 #include <bit>

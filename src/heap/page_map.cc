@@ -1,3 +1,6 @@
+// PageMap's implementation (page_map.h has the contract): a chunk's arrays are made before the
+// page heap takes the chunk (Prepare, from the heap's metadata), so that taking it cannot fail
+// half-way, and published with a release store (AddChunk); a chunk given back keeps them.
 #include "heap/page_map.h"
 
 namespace pinpool::internal {

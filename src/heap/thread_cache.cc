@@ -1,3 +1,7 @@
+// ThreadCache's slow paths (thread_cache.h has the contract; the fast path's pop and push are in
+// heap.h): a bin's storage made on first use, refills from the central layer, flushes of the
+// oldest blocks, halving every bin when over budget. Run by the owning thread, or by a drainer
+// holding the handshake.
 #include "heap/thread_cache.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// JsonWriter's implementation (json.h has the contract): commas and indentation from the stack of
+// open frames, escaping with invalid UTF-8 replaced by U+FFFD, integers exact, doubles in the
+// shortest form that reads back equal. Misuse aborts through PINPOOL_CHECK.
 #include "pool/json.h"
 
 #include <charconv>

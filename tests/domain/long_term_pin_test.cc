@@ -3,7 +3,7 @@
 // runtimes install, kernel.io_uring_disabled, an old kernel) Pool::Create fails naming the cause
 // and the alternatives, and leaves nothing behind: it never falls back to mlock. The explanations
 // themselves (domain/io_uring_refusal.h) are checked for every cause, including those this
-// machine cannot show. That its pages really stay put is tests/pinning_test.cc.
+// machine cannot show. That its pages really stay put is tests/domain/pinning_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <linux/audit.h>

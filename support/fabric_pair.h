@@ -2,13 +2,16 @@
 // them: one fabric, and per side its own fabric domain, address vector, completion queue and
 // reliable-datagram endpoint (FI_EP_RDM), each side knowing the other's address. The target's
 // completion queue is read by a thread of its own while the pair lives: tcp and rxm move data
-// only when the target calls into the provider. Test support for the libfabric domain's tests.
+// only when the target calls into the provider. The one such set-up of the libfabric domain's
+// tests (tests/engines) and the engines benchmark (target pinpool_fabric_pair); not part of the
+// library: connecting endpoints is the application's business.
 //
 // Thread safety: the progress thread reads the target's CQ only, until StopTargetProgress or
-// destruction; everything else belongs to the test's thread. Completions on the target's CQ are
-// consumed by that thread (these tests post nothing on the target side).
-#ifndef PINPOOL_TESTS_ENGINES_FABRIC_PAIR_H_
-#define PINPOOL_TESTS_ENGINES_FABRIC_PAIR_H_
+// destruction; everything else belongs to the thread that drives the pair (a test's, the
+// benchmark's). Completions on the target's CQ are consumed by the progress thread (no user posts
+// anything on the target side).
+#ifndef PINPOOL_SUPPORT_FABRIC_PAIR_H_
+#define PINPOOL_SUPPORT_FABRIC_PAIR_H_
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -123,4 +126,4 @@ class FabricPair {
 
 }  // namespace pinpool::testing
 
-#endif  // PINPOOL_TESTS_ENGINES_FABRIC_PAIR_H_
+#endif  // PINPOOL_SUPPORT_FABRIC_PAIR_H_

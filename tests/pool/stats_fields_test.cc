@@ -316,7 +316,8 @@ TEST(StatsFieldsTest, CountsTheMembersOfAnAggregate) {
 
 TEST(StatsFieldsTest, TheDocsFieldReferenceIsTheGeneratedOne) {
   const std::filesystem::path doc =
-      std::filesystem::path(__FILE__).parent_path().parent_path() / "docs" / "pinpool-info.md";
+      std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "docs" /
+      "pinpool-info.md";
   std::ifstream in(doc);
   ASSERT_TRUE(in) << "cannot read " << doc;
   std::stringstream text;
