@@ -1,7 +1,7 @@
 // The one description of pinpool's stats: a row per figure of each stats section (PoolStats and
 // the structs it holds), which every printer walks: PoolStats::ToString, PoolStats::ToJson (and
 // through it pinpool-info's text and JSON), and the field reference in docs/pinpool-info.md
-// (tests/stats_fields_test.cc checks it against these rows). A row holds what an exporter needs
+// (tests/pool/stats_fields_test.cc checks it against these rows). A row holds what an exporter needs
 // too: the stable snake_case name (the JSON key), the unit, counter or gauge, one line of help.
 //
 // Invariants, checked at compile time below: every member of a described struct has exactly one
