@@ -143,7 +143,7 @@ TEST(PreflightRules, InitialSizeOverTheMemoryCgroupIsRefusedNamingItAndTheOomKil
       AllOf(HasSubstr("memory cgroup /kubepods/pod1/c1 (cgroup v2, memory.max) is "
                       "limited to 64 MiB and holds 3 MiB (1 MiB of it reclaimable"),
             HasSubstr("256 MiB more pinned memory"), HasSubstr("OOM killer"),
-            HasSubstr("at least 258 MiB"), HasSubstr("MemoryMax="), HasSubstr("--memory"),
+            HasSubstr("at least 258 MiB"), HasSubstr("MemoryMax=258M"), HasSubstr("--memory"),
             HasSubstr("resources.limits.memory"), HasSubstr("or lower PoolOptions::initial_size")));
 }
 

@@ -57,14 +57,17 @@ absl::Status CheckMemlockHeadroom(std::size_t pin, std::size_t lock, const os::M
 
 std::string CgroupFix(const os::MemoryCgroupState& c, std::size_t needed_limit, const char* lower) {
   const bool v1 = c.where.version == 1;
+  const char* unit_key = v1 ? "MemoryLimit" : "MemoryMax";
+  const std::size_t mib = (needed_limit + (std::size_t{1} << 20) - 1) >> 20;  // as systemd, docker
   return absl::StrFormat(
       "raise the memory limit to at least %s where it is set: for a shell or script, start it in "
-      "a scope with room (`systemd-run --scope -p %s=%s ...`) or write the cgroup's %s; a "
-      "systemd unit %s=; docker or podman `--memory`; a Kubernetes pod's "
-      "resources.limits.memory (pinned memory is charged like any other and cannot be reclaimed; "
-      "set requests.memory to it too, so the pod lands on a node with the room); or lower %s",
-      FormatBytes(needed_limit), v1 ? "MemoryLimit" : "MemoryMax", FormatBytes(needed_limit),
-      v1 ? "memory.limit_in_bytes" : "memory.max", v1 ? "MemoryLimit" : "MemoryMax", lower);
+      "a scope with room (`systemd-run --scope -p %s=%dM ...`) or write the cgroup's %s; a "
+      "systemd unit %s=%dM; docker or podman `--memory %dm`; a Kubernetes pod's "
+      "resources.limits.memory: %dMi (pinned memory is charged like any other and cannot be "
+      "reclaimed; set requests.memory to it too, so the pod lands on a node with the room); or "
+      "lower %s",
+      FormatBytes(needed_limit), unit_key, mib, v1 ? "memory.limit_in_bytes" : "memory.max",
+      unit_key, mib, mib, mib, lower);
 }
 
 absl::Status CheckCgroupHeadroom(std::size_t charge, const os::MemoryCgroupState& c,
