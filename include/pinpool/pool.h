@@ -51,9 +51,13 @@ class GrantLock;
 
 class PINPOOL_EXPORT Pool {
  public:
-  // Validates the options, reserves the address range and maps `initial_size`. Errors:
-  // kInvalidArgument (bad option), kResourceExhausted (budget, RLIMIT_MEMLOCK, address space),
-  // kFailedPrecondition (required huge pages missing: fix the system, then retry), or what a
+  // Validates the options, checks that `initial_size` fits under every ceiling before pinning
+  // or mapping anything (docs/ceilings.md), reserves the address range and maps `initial_size`.
+  // Errors: kInvalidArgument (bad option), kResourceExhausted (budget, address space, and, for
+  // initial_size before anything is pinned: RLIMIT_MEMLOCK, or the memory cgroup's limit, past
+  // which the kernel would OOM-kill the process; the message names the ceiling, the numbers and
+  // the fix), kFailedPrecondition (required huge pages missing, for initial_size before anything
+  // is mapped: fix the system, then retry), or what a
   // domain returned. With no domain named, kPermissionDenied or kUnimplemented when long-term
   // pinning is impossible here (io_uring disabled or blocked, an old kernel): the message names
   // the cause and the alternatives.
@@ -105,7 +109,10 @@ class PINPOOL_EXPORT Pool {
   std::size_t UsableSize(const void* data) const noexcept;
 
   // Maps and registers chunks until at least `bytes` are mapped (setup-time growth), on up to
-  // PoolOptions::reserve_threads threads at once. Chunks added before a failure stay.
+  // PoolOptions::reserve_threads threads at once. Chunks added before a failure stay. Each chunk
+  // is checked before it is mapped: kResourceExhausted past the budget, RLIMIT_MEMLOCK or the
+  // memory cgroup's headroom (the same messages as Create's, ending "or lower
+  // PoolOptions::budget"); growth on the allocation path meets the same checks.
   absl::Status Reserve(std::size_t bytes);
   // Why the last growth failed (OK if none did), whichever thread grew: an allocation, Reserve,
   // the background grower or Replenish.

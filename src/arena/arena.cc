@@ -80,6 +80,15 @@ std::size_t Arena::DomainsThatPin(Pinning kind) const noexcept {
   return n;
 }
 
+std::size_t Arena::CgroupChargePerChunk() const noexcept {
+  const bool hugetlb_only = config_.require_page_size && (config_.page_size == PageSize::k1G ||
+                                                          config_.page_size == PageSize::k2M);
+  if (hugetlb_only) return 0;
+  const bool faulted_in = config_.populate || DomainsThatPin(Pinning::kLongTerm) != 0 ||
+                          DomainsThatPin(Pinning::kResident) != 0;
+  return faulted_in ? config_.chunk_size : 0;
+}
+
 absl::StatusOr<std::uint32_t> Arena::ClaimLocked() {
   const std::size_t size = config_.chunk_size;
   const std::size_t taken = ready_ + growing_ + trimming_;
@@ -96,6 +105,10 @@ absl::StatusOr<std::uint32_t> Arena::ClaimLocked() {
   if (pin != 0 || lock != 0) {
     PINPOOL_RETURN_IF_ERROR(
         CheckMemlockHeadroom(pin * (growing_ + 1), lock * (growing_ + 1), os::QueryMemlock()));
+  }
+  if (const std::size_t charge = CgroupChargePerChunk(); charge != 0 && cgroup_.version != 0) {
+    PINPOOL_RETURN_IF_ERROR(
+        CheckCgroupHeadroom(charge * (growing_ + 1), os::ReadMemoryCgroup(cgroup_)));
   }
   std::uint32_t index = 0;
   while (slots_[index] != Slot::kEmpty) ++index;  // one is empty: taken < max_chunks_

@@ -7,16 +7,16 @@
 // back). It knows its own configuration (ArenaConfig) and reports its own figures (ArenaStats);
 // the pool validates the user's options and turns these into its public types.
 //
-// Growth of one chunk is three steps: claim a slot under `mu_` (budget and RLIMIT_MEMLOCK
-// checked for it and every chunk already in flight), build it with no lock held (map on the
-// configured NUMA node, populate, register with every domain in order; a failure at any step
-// undoes the earlier ones, so no chunk is ever half-registered), then publish it under `mu_`. So
-// chunks grow in parallel (Reserve's workers, Replenish from the pool's background work or the
-// application, an
-// allocation that finds no room), and nobody ever waits for a lock held across a registration:
-// an allocation that finds no room while a chunk is in flight waits for that chunk (or its
-// failure) on a condition variable, else grows one itself. A failure anywhere is counted and kept
-// in last_growth_error(), whichever thread met it.
+// Growth of one chunk is three steps: claim a slot under `mu_` (budget, RLIMIT_MEMLOCK and the
+// memory cgroup's headroom checked for it and every chunk already in flight: past the cgroup's
+// limit the kernel would OOM-kill the process instead of failing the pin), build it with no lock
+// held (map on the configured NUMA node, populate, register with every domain in order; a failure
+// at any step undoes the earlier ones, so no chunk is ever half-registered), then publish it under
+// `mu_`. So chunks grow in parallel (Reserve's workers, Replenish from the pool's background work
+// or the application, an allocation that finds no room), and nobody ever waits for a lock held
+// across a registration: an allocation that finds no room while a chunk is in flight waits for that
+// chunk (or its failure) on a condition variable, else grows one itself. A failure anywhere is
+// counted and kept in last_growth_error(), whichever thread met it.
 //
 // The heap asks for space with Carve(): first fit over the unused tails of the ready chunks.
 // Carved space is given back only as a whole chunk (ReturnChunk, when the heap holds nothing in
@@ -49,6 +49,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "os/cgroup.h"
 #include "os/os.h"
 #include "pinpool/domain.h"
 #include "pinpool/keys.h"
@@ -214,9 +215,16 @@ class Arena {
   void* CarveLocked(std::size_t size, std::size_t alignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool BelowWatermarkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::size_t DomainsThatPin(Pinning kind) const noexcept;
+  // Bytes the memory cgroup is charged for one chunk: all of it when it is populated or pinned
+  // (pinning faults every page in), unless the chunk must be hugetlb pages (charged to the
+  // hugetlb controller, not the memory one); 0 otherwise (pages come as the application touches
+  // them).
+  std::size_t CgroupChargePerChunk() const noexcept;
 
   const ArenaConfig config_;
   const os::Range range_;
+  // The process's memory cgroup, found once at creation; its figures are read before each chunk.
+  const os::MemoryCgroupLocation cgroup_ = os::FindMemoryCgroup();
   const std::uintptr_t base_;
   const unsigned chunk_shift_;
   const std::size_t max_chunks_;

@@ -119,6 +119,36 @@ absl::Status HugetlbMissing(PageSize size, std::size_t length, int err) {
       needed, std::strerror(err), also, fix, kAllowFallback));
 }
 
+}  // namespace
+
+absl::Status CheckHugePagesAvailable(PageSize size, std::size_t bytes, int node) {
+  const std::size_t page = PageBytes(size);
+  const std::uint64_t needed = (bytes + page - 1) / page;
+  if (node >= 0) {
+    const std::size_t free = NodeFreeHugePages(node, page);
+    if (free >= needed) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "NUMA node %d has %d free %s huge pages and %s needs %d: reserve them on that node with "
+        "`echo N > /sys/devices/system/node/node%d/hugepages/hugepages-%dkB/nr_hugepages`, or %s",
+        node, free, FormatBytes(page), FormatBytes(bytes), needed, node, page >> 10,
+        kAllowFallback));
+  }
+  const std::string dir = absl::StrFormat("/sys/kernel/mm/hugepages/hugepages-%dkB", page >> 10);
+  const std::uint64_t free = ReadCount(dir + "/free_hugepages").value_or(0);
+  const std::uint64_t promised = ReadCount(dir + "/resv_hugepages").value_or(0);
+  const std::uint64_t available = free > promised ? free - promised : 0;
+  if (available >= needed) return absl::OkStatus();
+  const std::uint64_t target = ReadCount(dir + "/nr_hugepages").value_or(0) + needed - available;
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s needs %d free %s huge pages and %d are available (free_hugepages %d, %d of them promised "
+      "to other mappings): reserve them with `echo %d > %s/nr_hugepages`%s, or %s",
+      FormatBytes(bytes), needed, FormatBytes(page), available, free, promised, target, dir,
+      size == PageSize::k2M ? " (or `sysctl vm.nr_hugepages`)" : " (or at boot, `hugepagesz=1G`)",
+      kAllowFallback));
+}
+
+namespace {
+
 absl::Status ThpMissing(std::size_t length, bool eligible, std::string_view detail) {
   const std::string enabled = ReadSysfsChoice("/sys/kernel/mm/transparent_hugepage/enabled");
   if (enabled != "always" && enabled != "madvise") {

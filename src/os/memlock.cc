@@ -5,6 +5,7 @@
 // it fail.
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -33,7 +34,10 @@ MemlockState QueryMemlock() noexcept {
     state.locked = KernelFieldBytes(*status, "VmLck").value_or(0);
     state.pinned = KernelFieldBytes(*status, "VmPin").value_or(0);
     state.exempt = (KernelFieldNumber(*status, "CapEff", 16).value_or(0) >> kCapIpcLock) & 1;
+    const bool bounded = (KernelFieldNumber(*status, "CapBnd", 16).value_or(0) >> kCapIpcLock) & 1;
+    state.bounded_not_effective = bounded && !state.exempt;
   }
+  state.uid = ::getuid();
   return state;
 }
 

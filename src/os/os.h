@@ -97,6 +97,12 @@ inline constexpr std::size_t kPopulateStep = std::size_t{1} << 20;
 // fix it), kResourceExhausted (out of memory).
 absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
                                      bool populate, int node = -1);
+// OK when `bytes` of hugetlb pages of `size` are free now, in `node`'s own pool when node >= 0
+// (a bound mapping faults only there), else the system's less those promised to other mappings;
+// otherwise kFailedPrecondition (as MapChunk's for required huge pages) with the reservation to
+// make. The pool's preflight asks it for what Create maps up front; the pages can still be taken
+// by others before they are mapped (MapChunk then says so).
+absl::Status CheckHugePagesAvailable(PageSize size, std::size_t bytes, int node);
 // Gives the chunk's pages back and turns the range into a reservation again.
 void UnmapChunk(void* at, std::size_t length) noexcept;
 
@@ -137,6 +143,11 @@ struct MemlockState {
   std::size_t locked = 0;  // VmLck of this process (mlock)
   std::size_t pinned = 0;  // VmPin of this process (RDMA registrations, io_uring buffers)
   bool exempt = false;     // CAP_IPC_LOCK in the effective set: the limit does not apply
+  // CAP_IPC_LOCK in the bounding set but not effective: granted to the container or service,
+  // inert for this process (a non-root user, whose capabilities are cleared at execve unless
+  // ambient or file capabilities give them back). Worth saying: people take it for exemption.
+  bool bounded_not_effective = false;
+  std::uint32_t uid = 0;  // the real uid, for the message
 
   // What may still be locked or pinned on top of `used` (VmLck or VmPin: the kernel checks each
   // counter against the limit on its own): the limit minus `used`, 0 when over it; nullopt when

@@ -13,6 +13,7 @@
 #include "pool/grant_registry.h"
 #include "pool/growth_stats.h"
 #include "pool/placement.h"
+#include "pool/preflight.h"
 #include "pool/validate_options.h"
 #include "util/bytes.h"
 #include "util/check.h"
@@ -24,12 +25,17 @@ using internal::IsPowerOfTwo;
 
 absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   PINPOOL_RETURN_IF_ERROR(internal::ValidatePoolOptions(options));
+  // Every ceiling initial_size will meet, checked before the default domain's ring exists and
+  // before anything is mapped: past the memory cgroup's limit the kernel kills, it does not fail.
+  PINPOOL_RETURN_IF_ERROR(internal::PreflightCeilings(options, internal::os::QueryMemlock(),
+                                                      internal::os::QueryMemoryCgroup()));
   if (options.domains.empty()) {
     // The default pins long-term or fails saying why; it never falls back to mlock.
     PINPOOL_ASSIGN_OR_RETURN(std::shared_ptr<Domain> pin, MakeLongTermPinDomain());
     options.domains.push_back(std::move(pin));
   }
   PINPOOL_ASSIGN_OR_RETURN(const int node, internal::ResolveNumaNode(options));
+  PINPOOL_RETURN_IF_ERROR(internal::PreflightHugePages(options, node));
   internal::ArenaConfig config{.chunk_size = options.chunk_size,
                                .max_chunks = options.budget / options.chunk_size,
                                .page_size = options.page_size,

@@ -88,7 +88,9 @@ void ExpectAPoolLargerThanTheLimitToFailClearlyAndHoldNothing(
   EXPECT_THAT(std::string(pool.status().message()),
               AllOf(HasSubstr("RLIMIT_MEMLOCK is 8 MiB"), HasSubstr(counter_words),
                     HasSubstr("16 MiB more would exceed it"), HasSubstr("ulimit -l"),
-                    HasSubstr("CAP_IPC_LOCK"), HasSubstr("PoolOptions::budget")));
+                    HasSubstr("CAP_IPC_LOCK"), HasSubstr("refused before pinning anything"),
+                    // initial_size is what Create pins up front, so it is what to lower.
+                    HasSubstr("PoolOptions::initial_size")));
   EXPECT_EQ(ProcStatusBytes("VmPin"), before.pinned);
   EXPECT_EQ(ProcStatusBytes("VmLck"), before.locked);
   EXPECT_NEAR(ProcStatusBytes("VmSize"), size_before, 1 << 20);  // nothing left mapped

@@ -287,6 +287,59 @@ TEST(InfoMemlockTest, BudgetAboveTheLimitWithoutCapIpcLockIsAnErrorWithEveryFix)
                             HasSubstr("lower the budget to 6 MiB (3 chunks of 2 MiB)")));
 }
 
+TEST(InfoCgroupTest, BudgetPastTheMemoryCgroupIsAnErrorWithThePerPlaceFix) {
+  Facts f = Host();
+  f.cgroup.version = 2;
+  f.cgroup.path = f.cgroup.limit_path = "/kubepods/pod1/c1";
+  f.cgroup.limit = 64 * kMiB;
+  f.cgroup.usage = 4 * kMiB;
+  f.cgroup.headroom = 60 * kMiB;
+  f.cgroup.state.where.version = 2;
+  const PoolPlan plan = PlanPool(Options(2 * kMiB, 1 * kGiB, PageSize::k2M), f);
+  EXPECT_TRUE(plan.cgroup_applies);
+  EXPECT_FALSE(plan.cgroup_fits);
+  const std::vector<Finding> all_p = FindProblems(f, plan);
+  const Finding* p = Find(all_p, "cgroup_too_small");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->severity, Severity::kError);
+  EXPECT_THAT(p->problem, AllOf(HasSubstr("memory cgroup /kubepods/pod1/c1 (cgroup v2) is limited "
+                                          "to 64 MiB"),
+                                HasSubstr("60 MiB of headroom for a budget of 1 GiB"),
+                                HasSubstr("OOM killer")));
+  EXPECT_THAT(p->fix,
+              AllOf(HasSubstr("MemoryMax=1028M"), HasSubstr("--memory 1028m"),
+                    HasSubstr("resources.limits.memory: 1028Mi"), HasSubstr("--memory"),
+                    HasSubstr("resources.limits.memory"), HasSubstr("or lower the budget")));
+  // Required hugetlb pages are not charged to the memory cgroup.
+  ToolOptions huge = Options(2 * kMiB, 1 * kGiB, PageSize::k2M);
+  huge.require_page_size = true;
+  EXPECT_TRUE(PlanPool(huge, f).cgroup_fits);
+  // No limit: nothing to say.
+  f.cgroup.limit.reset();
+  f.cgroup.headroom.reset();
+  const PoolPlan free_plan = PlanPool(Options(2 * kMiB, 1 * kGiB, PageSize::k2M), f);
+  EXPECT_FALSE(free_plan.cgroup_applies);
+  const std::vector<Finding> none = FindProblems(f, free_plan);
+  EXPECT_EQ(Find(none, "cgroup_too_small"), nullptr);
+}
+
+TEST(InfoMemlockTest, CapIpcLockInTheBoundingSetOnlyIsReportedAsInert) {
+  Facts f = Host();
+  f.memlock.cap_ipc_lock = false;
+  f.memlock.cap_ipc_lock_bounding_only = true;
+  f.system.uid = 1000;
+  const std::vector<Finding> all_p =
+      FindProblems(f, PlanPool(Options(2 * kMiB, 1 * kGiB, PageSize::k2M), f));
+  const Finding* p = Find(all_p, "cap_ipc_lock_not_effective");
+  ASSERT_NE(p, nullptr);
+  EXPECT_THAT(p->problem, AllOf(HasSubstr("bounding set but not effective (uid 1000)"),
+                                HasSubstr("does not lift RLIMIT_MEMLOCK")));
+  EXPECT_THAT(p->fix, AllOf(HasSubstr("containerd.service"), HasSubstr("--ulimit memlock=-1")));
+  const Finding* low = Find(all_p, "memlock_too_low");
+  ASSERT_NE(low, nullptr);
+  EXPECT_THAT(low->fix, HasSubstr("for Kubernetes, the node's container runtime"));
+}
+
 TEST(InfoMemlockTest, FitsUnlimitedOrExempt) {
   Facts f = Host();
   f.memlock.cap_ipc_lock = false;

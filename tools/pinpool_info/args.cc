@@ -109,7 +109,9 @@ JSON fields (schema_version 3; sizes in bytes; null: unlimited, not applicable o
   hugepages: pools[]: page_size, page_size_bytes, total, free, reserved, surplus,
     overcommit; thp {enabled, defrag}
   memlock: soft_limit_bytes, hard_limit_bytes, locked_bytes, pinned_bytes, cap_ipc_lock,
-    pin_headroom_bytes, lock_headroom_bytes
+    pin_headroom_bytes, lock_headroom_bytes, cap_ipc_lock_bounding_only, user_pins_visible
+  cgroup: version, path, note, limit_path, limit_bytes, usage_bytes, reclaimable_bytes,
+    headroom_bytes, error
   pinning: long_term_available, long_term_error, domains[]: domain, pinning
     (long-term|resident|none), meaning, how, available, unavailable_reason
   fork: mode (disabled|enabled|unneeded)
@@ -118,6 +120,7 @@ JSON fields (schema_version 3; sizes in bytes; null: unlimited, not applicable o
   pool: chunk_size, budget, page_size, require_page_size, valid, invalid_reason, chunks,
     pinned_bytes, page_sizes[]: page_size, chunks, reason; failing_chunks,
     first_chunk_page_size, memlock {needed_bytes, applies, fits},
+    cgroup {needed_bytes, applies, fits},
     devices[]: name, chunk_fits_max_mr_size, chunks_fit_max_mr, page_size_supported,
     try: null or {ok, domain, seconds, error, stats (as PoolStats::ToJson)}
   problems[]: id, severity (error|warning|note), problem, fix

@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "domain/io_uring_refusal.h"
+#include "domain/memlock.h"
 #include "info.h"
 #include "util/bytes.h"
 
@@ -287,6 +288,31 @@ void CheckPages(const Facts& f, const PoolPlan& plan, std::vector<Finding>& out)
   }
 }
 
+// The memory cgroup: the budget past its headroom is a warning (Pool::Create refuses only
+// initial_size past it; growth stops with kResourceExhausted at each chunk that would not fit),
+// with the library's own fix per place.
+void CheckCgroup(const Facts& f, const PoolPlan& plan, std::vector<Finding>& out) {
+  const CgroupFacts& c = f.cgroup;
+  if (plan.cgroup_applies && !plan.cgroup_fits) {
+    const std::uint64_t working = c.usage > c.reclaimable ? c.usage - c.reclaimable : 0;
+    Add(out, "cgroup_too_small", Severity::kError,
+        absl::StrFormat(
+            "the memory cgroup %s (cgroup v%d) is limited to %s and holds %s (%s reclaimable): "
+            "%s of headroom for a budget of %s. Pinned pages are charged as they are faulted in "
+            "and cannot be reclaimed: past the limit the OOM killer would end the process, so "
+            "pinpool refuses a chunk that does not fit (Pool::Create refuses an initial_size "
+            "that does not)",
+            c.limit_path, c.version, FormatBytes(*c.limit), FormatBytes(c.usage),
+            FormatBytes(c.reclaimable), FormatBytes(*c.headroom), FormatBytes(plan.pinned_bytes)),
+        internal::CgroupFix(c.state, working + plan.pinned_bytes, "the budget"));
+  }
+  if (!c.error.empty()) {
+    Add(out, "cgroup_unreadable", Severity::kWarning,
+        absl::StrFormat("the memory cgroup %s cannot be judged: %s", c.path, c.error),
+        "run pinpool-info where the application runs, with read access to /sys/fs/cgroup");
+  }
+}
+
 void CheckMemlock(const Facts& f, const PoolPlan& plan, std::vector<Finding>& out) {
   const MemlockFacts& m = f.memlock;
   const std::uint64_t need = plan.pinned_bytes;
@@ -331,11 +357,26 @@ void CheckMemlock(const Facts& f, const PoolPlan& plan, std::vector<Finding>& ou
         absl::StrFormat(
             "raise the limit: %s; `USER - memlock unlimited` in /etc/security/limits.conf for "
             "logins; LimitMEMLOCK=infinity for a systemd service; `--ulimit memlock=-1` for "
-            "docker. Or give the program CAP_IPC_LOCK, which lifts the limit (`setcap "
+            "docker; for Kubernetes, the node's container runtime, whose limit every container "
+            "inherits (LimitMEMLOCK=infinity in a drop-in for containerd.service). Or give the "
+            "program CAP_IPC_LOCK, which lifts the limit (`setcap "
             "cap_ipc_lock+ep PROGRAM`, AmbientCapabilities=CAP_IPC_LOCK for a systemd "
             "service). Or %s",
             raise, lower));
-  } else if (m.cap_ipc_lock && m.soft && *m.soft < need) {
+  }
+  if (m.cap_ipc_lock_bounding_only && plan.memlock_applies) {
+    Add(out, "cap_ipc_lock_not_effective", Severity::kWarning,
+        absl::StrFormat("CAP_IPC_LOCK is in this process's bounding set but not effective (uid "
+                        "%d): it does not lift RLIMIT_MEMLOCK. A container or service granted "
+                        "it (`--cap-add IPC_LOCK`, securityContext.capabilities.add) runs a "
+                        "non-root user without it",
+                        f.system.uid),
+        "raise RLIMIT_MEMLOCK itself (the node's container runtime: LimitMEMLOCK=infinity for "
+        "containerd.service; `--ulimit memlock=-1`; LimitMEMLOCK= for a unit), or run as root "
+        "with the capability, or give it as an ambient capability (AmbientCapabilities="
+        "CAP_IPC_LOCK for a systemd service)");
+  }
+  if (m.cap_ipc_lock && m.soft && *m.soft < need) {
     Add(out, "memlock_exempt_here", Severity::kNote,
         absl::StrFormat("this process has CAP_IPC_LOCK, so RLIMIT_MEMLOCK (%s) does not limit "
                         "it; a process without the capability (a user other than root, a "
@@ -413,6 +454,7 @@ std::vector<Finding> FindProblems(const Facts& facts, const PoolPlan& plan) {
     CheckDevicesForPool(facts, plan, out);
     CheckPages(facts, plan, out);
     CheckMemlock(facts, plan, out);
+    CheckCgroup(facts, plan, out);
   }
   CheckForkAndIoUring(facts, plan, out);
   if (!facts.long_term_pin.available) {

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "os/cgroup.h"
 #include "pinpool/io_uring.h"
 #include "pinpool/keys.h"
 #include "pinpool/options.h"
@@ -174,10 +175,28 @@ struct MemlockFacts {
   std::uint64_t locked = 0;  // VmLck (mlock)
   std::uint64_t pinned = 0;  // VmPin (long-term pins)
   bool cap_ipc_lock = false;
+  // CAP_IPC_LOCK in the bounding set but not effective (a non-root user in a container or service
+  // that was granted it): inert, though people take it for exemption.
+  bool cap_ipc_lock_bounding_only = false;
   // What more can be long-term pinned (soft limit - VmPin) and mlocked (soft limit - VmLck); the
   // kernel checks each counter on its own. nullopt when not limited (CAP_IPC_LOCK or unlimited).
   std::optional<std::uint64_t> PinHeadroom() const;
   std::optional<std::uint64_t> LockHeadroom() const;
+};
+
+// The memory cgroup (the os layer's QueryMemoryCgroup): pinned pages are charged to it as they
+// are faulted in, and past its limit the OOM killer ends the process instead of an error.
+struct CgroupFacts {
+  int version = 0;         // 1, 2; 0 when no memory cgroup was found
+  std::string path;        // this process's cgroup
+  std::string note;        // why none was found
+  std::string limit_path;  // the level with the least headroom (the process's own or an ancestor)
+  std::optional<std::uint64_t> limit;     // nullopt: no limit from the cgroup up to the mount point
+  std::uint64_t usage = 0;                // at limit_path
+  std::uint64_t reclaimable = 0;          // inactive page cache at limit_path
+  std::optional<std::uint64_t> headroom;  // limit - (usage - reclaimable); nullopt: no limit
+  std::string error;                      // a file that could not be read
+  internal::os::MemoryCgroupState state;  // as read, for the library's own wording of the fix
 };
 
 struct IoUringFacts {
@@ -207,6 +226,7 @@ struct Facts {
   RdmaFacts rdma;
   MemoryFacts memory;
   MemlockFacts memlock;
+  CgroupFacts cgroup;
   std::string fork_mode;  // pinpool::ForkModeName(QueryForkMode())
   IoUringFacts io_uring;
   LongTermPinFacts long_term_pin;
@@ -217,6 +237,7 @@ SystemFacts ProbeSystem();
 RdmaFacts ProbeRdma();
 MemoryFacts ProbeMemory();
 MemlockFacts ProbeMemlock();
+CgroupFacts ProbeCgroup();
 IoUringFacts ProbeIoUring();
 LongTermPinFacts ProbeLongTermPin();
 std::vector<EngineInfo> ProbeEngines();  // part of ProbeRdma
@@ -267,6 +288,8 @@ struct PoolPlan {
   PageSize first_chunk_page_size = PageSize::k4K;
   bool memlock_applies = false;  // the limit constrains this pool (no CAP_IPC_LOCK, not unlimited)
   bool memlock_fits = true;
+  bool cgroup_applies = false;  // a memory cgroup limit was found above this process
+  bool cgroup_fits = true;      // the budget fits its headroom now
   std::vector<DeviceFit> devices;
   std::optional<TryResult> tried;
 };

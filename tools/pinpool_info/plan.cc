@@ -101,6 +101,13 @@ PoolPlan PlanPool(const ToolOptions& options, const Facts& facts) {
   const std::optional<std::uint64_t> headroom = facts.memlock.PinHeadroom();
   plan.memlock_applies = headroom.has_value();
   plan.memlock_fits = !headroom || plan.pinned_bytes <= *headroom;
+  // The cgroup is charged for every chunk (pinning faults the pages in), hugetlb pages aside when
+  // they are required; Pool::Create refuses only initial_size past it, growth stops per chunk.
+  plan.cgroup_applies = facts.cgroup.headroom.has_value();
+  const bool hugetlb_only = options.require_page_size && (options.page_size == PageSize::k1G ||
+                                                          options.page_size == PageSize::k2M);
+  plan.cgroup_fits =
+      !plan.cgroup_applies || hugetlb_only || plan.pinned_bytes <= *facts.cgroup.headroom;
 
   const unsigned page_bit =
       static_cast<unsigned>(std::countr_zero(PageBytes(plan.first_chunk_page_size)));

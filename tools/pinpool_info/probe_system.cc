@@ -119,6 +119,25 @@ MemlockFacts ProbeMemlock() {
   f.locked = state.locked;
   f.pinned = state.pinned;
   f.cap_ipc_lock = state.exempt;
+  f.cap_ipc_lock_bounding_only = state.bounded_not_effective;
+  return f;
+}
+
+CgroupFacts ProbeCgroup() {
+  CgroupFacts f;
+  f.state = internal::os::QueryMemoryCgroup();
+  const internal::os::MemoryCgroupState& s = f.state;
+  f.version = s.where.version;
+  f.path = s.where.path;
+  f.note = s.where.note;
+  f.error = s.error;
+  if (s.limited) {
+    f.limit_path = s.limit_path;
+    f.limit = s.limit;
+    f.usage = s.usage;
+    f.reclaimable = s.reclaimable;
+    f.headroom = s.Headroom();
+  }
   return f;
 }
 
@@ -174,6 +193,7 @@ Facts ProbeAll() {
   f.rdma = ProbeRdma();
   f.memory = ProbeMemory();
   f.memlock = ProbeMemlock();
+  f.cgroup = ProbeCgroup();
   f.fork_mode = ForkModeName(QueryForkMode());
   f.io_uring = ProbeIoUring();
   f.long_term_pin = ProbeLongTermPin();

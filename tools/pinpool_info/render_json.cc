@@ -152,6 +152,12 @@ void WritePlan(JsonWriter& json, const PoolPlan& plan) {
       .Field("applies", plan.memlock_applies)
       .Field("fits", plan.memlock_fits)
       .EndObject();
+  json.Key("cgroup")
+      .BeginObject()
+      .Field("needed_bytes", plan.pinned_bytes)
+      .Field("applies", plan.cgroup_applies)
+      .Field("fits", plan.cgroup_fits)
+      .EndObject();
   json.Key("devices").BeginArray();
   for (const DeviceFit& d : plan.devices) {
     json.BeginObject()
@@ -256,8 +262,29 @@ std::string RenderJson(const Facts& f, const PoolPlan& plan, const std::vector<F
       .Field("locked_bytes", f.memlock.locked)
       .Field("pinned_bytes", f.memlock.pinned)
       .Field("cap_ipc_lock", f.memlock.cap_ipc_lock)
+      .Field("cap_ipc_lock_bounding_only", f.memlock.cap_ipc_lock_bounding_only)
+      .Field("user_pins_visible", false)
       .Field("pin_headroom_bytes", f.memlock.PinHeadroom())
       .Field("lock_headroom_bytes", f.memlock.LockHeadroom())
+      .EndObject();
+
+  json.Key("cgroup").BeginObject().Key("version");
+  if (f.cgroup.version != 0) {
+    json.Int(f.cgroup.version);
+  } else {
+    json.Null();
+  }
+  const auto text_or_null = [](const std::string& s) {
+    return s.empty() ? std::nullopt : std::optional<std::string>(s);
+  };
+  json.Field("path", text_or_null(f.cgroup.path))
+      .Field("note", text_or_null(f.cgroup.note))
+      .Field("limit_path", text_or_null(f.cgroup.limit_path))
+      .Field("limit_bytes", f.cgroup.limit)
+      .Field("usage_bytes", f.cgroup.usage)
+      .Field("reclaimable_bytes", f.cgroup.reclaimable)
+      .Field("headroom_bytes", f.cgroup.headroom)
+      .Field("error", text_or_null(f.cgroup.error))
       .EndObject();
 
   json.Key("pinning")

@@ -148,6 +148,12 @@ void Plan(std::string& out, const Facts& f, const PoolPlan& plan) {
                         FormatBytes(plan.pinned_bytes), FormatBytes(*f.memlock.PinHeadroom()));
   }
   Line(out, 2, "memlock", memlock);
+  Line(
+      out, 2, "memory cgroup",
+      !plan.cgroup_applies
+          ? std::string("no limit found (nothing to charge against)")
+          : absl::StrFormat("%s: needs %s, headroom %s", plan.cgroup_fits ? "fits" : "DOES NOT FIT",
+                            FormatBytes(plan.pinned_bytes), FormatBytes(*f.cgroup.headroom)));
   for (const DeviceFit& d : plan.devices) {
     Line(out, 2, d.device,
          absl::StrFormat("chunk %s max_mr_size, %d chunks %s max_mr%s",
@@ -231,7 +237,27 @@ std::string RenderText(const Facts& f, const PoolPlan& plan, const std::vector<F
        absl::StrFormat("VmPin %s (long-term pinned), VmLck %s (locked)",
                        FormatBytes(f.memlock.pinned), FormatBytes(f.memlock.locked)));
   Line(out, 2, "CAP_IPC_LOCK",
-       f.memlock.cap_ipc_lock ? "yes: RLIMIT_MEMLOCK does not apply to this process" : "no");
+       f.memlock.cap_ipc_lock ? "yes: RLIMIT_MEMLOCK does not apply to this process"
+       : f.memlock.cap_ipc_lock_bounding_only
+           ? "in the bounding set only, not effective: RLIMIT_MEMLOCK applies"
+           : "no");
+  Line(out, 2, "io_uring",
+       "the default domain's pins count per user across processes; that total is not visible, "
+       "only this process's VmPin");
+  std::string cgroup;
+  if (f.cgroup.version == 0) {
+    cgroup = "none found: " + f.cgroup.note;
+  } else if (!f.cgroup.limit) {
+    cgroup =
+        absl::StrFormat("v%d %s: no limit up to the mount point", f.cgroup.version, f.cgroup.path);
+  } else {
+    cgroup = absl::StrFormat("v%d %s: limit %s at %s, holds %s (%s reclaimable), headroom %s",
+                             f.cgroup.version, f.cgroup.path, FormatBytes(*f.cgroup.limit),
+                             f.cgroup.limit_path, FormatBytes(f.cgroup.usage),
+                             FormatBytes(f.cgroup.reclaimable), FormatBytes(*f.cgroup.headroom));
+  }
+  if (!f.cgroup.error.empty()) cgroup += " (" + f.cgroup.error + ")";
+  Line(out, 2, "memory cgroup", cgroup);
   Line(out, 2, "fork mode", f.fork_mode);
 
   out += "\nPinning (what each domain does to a chunk's pages)\n";
