@@ -82,7 +82,8 @@ struct ClassTable {
 extern PINPOOL_EXPORT const ClassTable classes;
 
 // A page map entry (internal::PageMap): 0 when no block starts on the page, else
-// (pages into its span << 8) | (class + 1).
+// (page's offset from its span's start mod class size) << 16 | (pages into the span) << 8 |
+// (class + 1).
 using PageEntry = std::atomic<std::uint32_t>;
 inline constexpr unsigned kPageShift = 12;
 
@@ -143,13 +144,15 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret,
   const unsigned cls = (entry & 0xff) - 1u;  // 0 (no block here) wraps
   if (__builtin_expect(cls >= kNumClasses, 0)) return false;
   const ClassTable::Class& k = classes.cls[cls];
-  const std::uintptr_t offset = (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) +
-                                (std::uintptr_t{entry >> 8} << kPageShift);
+  // p's offset from its span's start, modulo the class size (the entry's top 16 bits: the
+  // page's offset from the span's start modulo the class size).
+  const std::uintptr_t offset =
+      (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
   if (__builtin_expect(offset * k.magic > k.magic - 1, 0)) return false;  // not a block's start
   if (__builtin_expect(size > k.size, 0)) return false;
   // Inlined into a caller that frees the address of a smaller object (a misuse this path sends
-  // to the library), the compiler would warn about the 8-byte access: it no longer knows what p
-  // points to after this (no instruction).
+  // to the library), the compiler would warn about the 8-byte accesses below: after this it no
+  // longer knows what p points to (no instruction).
   asm("" : "+r"(p));
   const std::uint64_t mark = FreeMark(secret, p);
   if (__builtin_expect(*static_cast<MarkWord*>(p) == mark, 0)) return false;
