@@ -83,6 +83,29 @@ class Heap {
   // --- the fast paths are inline in the pool's callers (pinpool/fast_path.h) ------------------
   static bool Enter(ThreadCache* c) noexcept { return fast_v1::Enter(c); }
   static void Leave(ThreadCache* c) noexcept { fast_v1::Leave(c); }
+  // The inline pop for any size up to the pool's max block (the inline path's table stops at
+  // fast_v1::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
+  static void* TryAllocateCached(std::uint64_t id, std::size_t size) noexcept {
+    ThreadCacheSlots& t = fast_v1::tls_slots;
+    if (__builtin_expect(t.heap_id[0] != id, 0)) return nullptr;
+    fast_v1::CacheHead* c = t.cache[0];
+    const unsigned cls = SizeClass(size);
+    fast_v1::Bin& bin = c->bins[cls];
+    if (!fast_v1::Enter(c)) return nullptr;
+    void** top = bin.top;
+    if (__builtin_expect(top == bin.bottom, 0)) {
+      fast_v1::Leave(c);
+      return nullptr;
+    }
+    bin.top = --top;
+    void* p = *top;
+    c->room.store(
+        c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassSize(cls)),
+        std::memory_order_relaxed);
+    fast_v1::Leave(c);
+    SetFirstWord(p, 0);  // no longer free
+    return p;
+  }
 
   std::uint64_t id() const noexcept { return id_; }
   std::uint64_t secret() const noexcept { return secret_; }

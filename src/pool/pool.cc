@@ -110,6 +110,16 @@ void Pool::CheckAlive(const char* what) const noexcept {
 // cannot do comes here: first use by a thread, an empty or full bin, big or over-aligned blocks,
 // invalid arguments, null and foreign pointers, double frees, granted blocks, a destroyed pool.
 Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
+  // Blocks above the inline path's sizes come from the thread's cache too: one call, as before
+  // the path was inlined, so large blocks pay nothing for it.
+  if (__builtin_expect(size - 1 < max_block_ && size > fast_v1::kMaxFastSize &&
+                           alignment - 1 < internal::kMinBlock &&
+                           (alignment & (alignment - 1)) == 0,
+                       1)) {
+    if (void* p = internal::Heap::TryAllocateCached(heap_id_, size)) {
+      return Block(p, size, ChunkAt(p));
+    }
+  }
   CheckAlive("Allocate");
   if (size == 0 || size > max_block_size() || !IsPowerOfTwo(alignment) ||
       alignment > arena_->chunk_size()) {
