@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages pinpool needs, in two sets, each package named once:
 #   build_packages: the library and the examples (scripts/demo.sh installs only these:
 #     `setup-deps.sh --build`);
-#   test_packages: what the tests, benchmarks, engines and the fuzzer add (clang 14 and its
+#   test_packages: what the tests, benchmarks, engines and the fuzzer add (valgrind: the
+#     instruction counts, bench/instruction-counts.sh; clang 14 and its
 #     compiler-rt: the libFuzzer target and its sanitizer runtimes; gcc's sanitizers come with gcc).
 # With no argument it installs both (scripts/test.sh). The soft-RoCE guest's host packages are
 # scripts/setup-vm-deps.sh's.
@@ -18,7 +19,7 @@ build_packages=(
 test_packages=(
   build-essential git librdmacm-dev rdma-core ibverbs-utils
   libjemalloc-dev libgtest-dev libgmock-dev libbenchmark-dev
-  util-linux
+  util-linux valgrind
   clang-14 libclang-rt-14-dev python3
   libmimalloc-dev libgoogle-perftools-dev libucx-dev libfabric-dev perftest gnuplot-nox
 )

@@ -26,6 +26,7 @@
 #ifndef PINPOOL_POOL_H_
 #define PINPOOL_POOL_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "pinpool/block.h"
 #include "pinpool/export.h"
+#include "pinpool/fast_path.h"
 #include "pinpool/options.h"
 #include "pinpool/stats.h"
 
@@ -43,6 +45,7 @@ namespace pinpool {
 namespace internal {
 class Arena;
 class BackgroundWork;
+struct CApi;
 class GrantRegistry;
 class Heap;
 }  // namespace internal
@@ -75,21 +78,38 @@ class PINPOOL_EXPORT Pool {
   // `size` bytes aligned to `alignment` (a power of two, at most chunk_size). Empty Block when
   // the size is 0 (adapters that need a pointer for 0 bytes ask for 1) or above
   // max_block_size(), the alignment is invalid, or the budget is spent.
-  Block Allocate(std::size_t size, std::size_t alignment) noexcept;
-  // The same with alignof(std::max_align_t) (16): the fastest path.
-  Block Allocate(std::size_t size) noexcept;
+  // Inline (pinpool/fast_path.h): a block of up to 64 KiB, aligned to at most 16, comes from the
+  // thread's cache without a call into the library.
+  PINPOOL_FAST_INLINE Block Allocate(std::size_t size, std::size_t alignment) noexcept {
+    if (__builtin_expect(alignment - 1 < 16 && (alignment & (alignment - 1)) == 0, 1)) {
+      return Allocate(size);
+    }
+    return AllocateSlow(size, alignment);
+  }
+  // The same with alignof(std::max_align_t) (16).
+  PINPOOL_FAST_INLINE Block Allocate(std::size_t size) noexcept {
+    if (__builtin_expect(size - 1 < fast_v1::kMaxFastSize, 1)) {
+      if (void* p = fast_v1::TryPop(heap_id_, size)) return Block(p, size, ChunkAt(p));
+    }
+    return AllocateSlow(size, 16);
+  }
 
   // Frees a block from Allocate/Reallocate. An empty block is ignored. Aborts on a double free
   // or a pointer that is not a block's start (see docs/robustness.md for what is caught). A
   // block a remote grant can still reach (pinpool/verbs_remote_access.h) is not reused at once: its
   // grants' revocation starts and the block is held until every one has completed.
-  void Deallocate(const Block& block) noexcept;
+  // Inline, as Allocate: a free onto the thread's cache is checked and done in the caller.
+  PINPOOL_FAST_INLINE void Deallocate(const Block& block) noexcept {
+    Deallocate(block.data(), block.size());
+  }
   // Frees by address and the size it was allocated (or last reallocated) with: as fast as
   // freeing the Block. Null is ignored; size 0 means unknown (as the next overload).
-  void Deallocate(void* data, std::size_t size) noexcept;
+  PINPOOL_FAST_INLINE void Deallocate(void* data, std::size_t size) noexcept {
+    if (!TryFreeFast(data, size)) DeallocateSlow(data, size);
+  }
   // Frees by address alone (C-style): as fast, and checked as closely, as the sized free (the
   // block's size class comes from the pool's page map either way). Null is ignored.
-  void Deallocate(void* data) noexcept;
+  PINPOOL_FAST_INLINE void Deallocate(void* data) noexcept { Deallocate(data, 0); }
 
   // Resizes in place when it can, else moves the contents to a new block (aligned to 16 bytes;
   // a larger alignment the block was allocated with is not kept). On failure returns an empty
@@ -147,10 +167,37 @@ class PINPOOL_EXPORT Pool {
   friend class GrantLock;  // the public face of grants_ (pinpool/grant_lock.h)
   // The same for grants made by the optional engine libraries (libpinpool_fabric).
 
+  friend struct internal::CApi;  // the C API's pinpool_malloc and pinpool_free (c_api.cc)
+
   PINPOOL_NO_EXPORT Pool(std::unique_ptr<internal::Arena> arena,
                          std::unique_ptr<internal::Heap> heap);
-  PINPOOL_NO_EXPORT Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;
-  PINPOOL_NO_EXPORT void DeallocateSlow(void* data, std::size_t size) noexcept;
+  // What the inline paths call for everything else (exported: programs call them).
+  Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;
+  void DeallocateSlow(void* data, std::size_t size) noexcept;
+
+  // The ChunkInfo of p, a block of this pool: the chunk table entry without its tag bit.
+  PINPOOL_FAST_INLINE const ChunkInfo* ChunkAt(const void* p) const noexcept {
+    const std::uintptr_t entry =
+        chunk_table_[(reinterpret_cast<std::uintptr_t>(p) - range_base_) >> chunk_shift_].load(
+            std::memory_order_acquire);
+    return reinterpret_cast<const ChunkInfo*>(entry & ~std::uintptr_t{1});
+  }
+  // The checks of every free, sized or by address, then the push onto the thread's cache: p
+  // 16-byte aligned, in a mapped chunk of this pool without granted blocks (the chunk table
+  // entry's bit 0 clear: one load, one bit test), exactly a block's start and `size` no larger
+  // than it (the page map), not free already (the free mark). False when the library must look:
+  // it holds granted blocks and aborts on misuse naming the rule.
+  PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
+    const auto p = reinterpret_cast<std::uintptr_t>(data);
+    const std::uintptr_t off = p - range_base_;
+    if (__builtin_expect((p & 15) != 0 || off >= range_size_, 0)) return false;
+    const std::uintptr_t chunk = off >> chunk_shift_;
+    if (__builtin_expect((chunk_table_[chunk].load(std::memory_order_acquire) & 1) != 0, 0)) {
+      return false;
+    }
+    return fast_v1::TryPush(heap_id_, secret_, page_table_[chunk],
+                            (off >> fast_v1::kPageShift) & page_mask_, data, size);
+  }
   // Aborts, naming `what`, if the pool has been destroyed (and its memory not yet reused).
   PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
   // The background thread (low watermark, trim policy), as the options ask (pool/growth.cc).
@@ -175,8 +222,8 @@ class PINPOOL_EXPORT Pool {
   std::size_t max_block_ = 0;
   unsigned chunk_shift_ = 0;
   std::size_t page_mask_ = 0;  // pages per chunk - 1
-  const void* chunk_table_ = nullptr;
-  const void* page_table_ = nullptr;
+  const std::atomic<std::uintptr_t>* chunk_table_ = nullptr;
+  const std::atomic<fast_v1::PageEntry*>* page_table_ = nullptr;
   std::uint64_t alive_ = kAlive;
   PoolOptions options_;  // as created with, the default domain filled in
   // Seconds Create took to map its first chunk and all of initial_size; -1 when it mapped none.

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -26,8 +27,6 @@
 namespace pinpool::internal {
 
 constinit thread_local bool tls_caches_gone __attribute__((tls_model("initial-exec"))) = false;
-constinit thread_local ThreadCacheSlots tls_cache_slots
-    __attribute__((tls_model("initial-exec"))) = {};
 
 namespace {
 
@@ -107,7 +106,7 @@ struct ThreadCacheOwner {
         if (it != r.heaps.end()) it->second->ReleaseCache(e.cache);
       }
     }
-    std::memset(&tls_cache_slots, 0, sizeof tls_cache_slots);
+    std::memset(&fast_v1::tls_slots, 0, sizeof fast_v1::tls_slots);
     tls_caches_gone = true;
   }
 };
@@ -155,13 +154,13 @@ Heap::~Heap() {
 }
 
 ThreadCache* Heap::CacheSlow() noexcept {
-  ThreadCacheSlots& t = tls_cache_slots;
+  ThreadCacheSlots& t = fast_v1::tls_slots;
   constexpr int kSlots = ThreadCacheSlots::kSlots;
   int i = 1;
   while (i < kSlots && t.heap_id[i] != id_) ++i;
   ThreadCache* cache;
   if (i < kSlots) {
-    cache = t.cache[i];
+    cache = static_cast<ThreadCache*>(t.cache[i]);
   } else {
     i = kSlots - 1;  // evict the least recently used slot
     cache = nullptr;
@@ -472,3 +471,28 @@ Heap::Counts Heap::GetCounts() const {
 }
 
 }  // namespace pinpool::internal
+
+namespace pinpool::fast_v1 {
+
+static_assert(kNumClasses == internal::kNumClasses && kPageShift == internal::kPageShift);
+static_assert(std::is_same_v<PageEntry, internal::PageEntry>);
+static_assert(internal::ComputeSizeClass(kMaxFastSize) < kNumClasses);
+
+constinit thread_local Slots tls_slots __attribute__((tls_model("initial-exec"))) = {};
+
+namespace {
+constexpr ClassTable MakeClassTable() {
+  ClassTable t{};
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    t.cls[c] = {internal::Class(c).magic, internal::ClassSize(c)};
+  }
+  for (std::size_t i = 0; i <= kMaxFastSize / 16; ++i) {
+    t.small[i] = static_cast<std::uint8_t>(internal::ComputeSizeClass(i == 0 ? 1 : i * 16));
+  }
+  return t;
+}
+}  // namespace
+
+constinit const ClassTable classes = MakeClassTable();
+
+}  // namespace pinpool::fast_v1

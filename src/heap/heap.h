@@ -54,24 +54,18 @@
 #include "heap/page_map.h"
 #include "heap/size_class.h"
 #include "heap/thread_cache.h"
+#include "pinpool/fast_path.h"
 #include "util/mutex.h"
 
 namespace pinpool::internal {
 
-// This thread's most recently used (heap, cache) pairs: the fast path reads slot 0 only. Plain
-// data with initial-exec TLS and constinit, so reading it is one %fs-relative load with no
-// initialization check.
-struct ThreadCacheSlots {
-  static constexpr int kSlots = 4;
-  std::uint64_t heap_id[kSlots];
-  ThreadCache* cache[kSlots];
-};
+// This thread's most recently used (heap, cache) pairs are fast_v1::tls_slots
+// (pinpool/fast_path.h): the inline fast path reads slot 0 only.
+using ThreadCacheSlots = fast_v1::Slots;
 struct ThreadCacheOwner;
 // Set when this thread's cache owner has been destroyed (thread exit): frees and allocations
 // from destructors that run later (other thread_locals, statics) bypass the caches.
 extern constinit thread_local bool tls_caches_gone __attribute__((tls_model("initial-exec")));
-extern constinit thread_local ThreadCacheSlots tls_cache_slots
-    __attribute__((tls_model("initial-exec")));
 
 class Heap {
  public:
@@ -86,29 +80,21 @@ class Heap {
   Heap(const Heap&) = delete;
   Heap& operator=(const Heap&) = delete;
 
-  // --- the fast paths, for the pool's own copies of id(), secret() and page_table() ------------
-  // Marks `c` busy for the drain handshake; false (and not busy) when a drain is pending.
-  static bool Enter(ThreadCache* c) noexcept {
-    c->busy.store(1, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);  // the drainer's membarrier does the rest
-    if (__builtin_expect(c->drain.load(std::memory_order_acquire) == 0, 1)) return true;
-    c->busy.store(0, std::memory_order_release);
-    return false;
-  }
-  static void Leave(ThreadCache* c) noexcept { c->busy.store(0, std::memory_order_release); }
-
-  // A pop from this thread's cache, or null when that needs more (no cache yet for this heap, an
-  // empty bin, a pending drain). 1 <= size <= the pool's max block size, alignment <= 16.
+  // --- the fast paths are inline in the pool's callers (pinpool/fast_path.h) ------------------
+  static bool Enter(ThreadCache* c) noexcept { return fast_v1::Enter(c); }
+  static void Leave(ThreadCache* c) noexcept { fast_v1::Leave(c); }
+  // The inline pop for any size up to the pool's max block (the inline path's table stops at
+  // fast_v1::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
   static void* TryAllocateCached(std::uint64_t id, std::size_t size) noexcept {
-    ThreadCacheSlots& t = tls_cache_slots;
+    ThreadCacheSlots& t = fast_v1::tls_slots;
     if (__builtin_expect(t.heap_id[0] != id, 0)) return nullptr;
-    ThreadCache* c = t.cache[0];
+    fast_v1::CacheHead* c = t.cache[0];
     const unsigned cls = SizeClass(size);
-    ThreadCache::Bin& bin = c->bins[cls];
-    if (!Enter(c)) return nullptr;
+    fast_v1::Bin& bin = c->bins[cls];
+    if (!fast_v1::Enter(c)) return nullptr;
     void** top = bin.top;
     if (__builtin_expect(top == bin.bottom, 0)) {
-      Leave(c);
+      fast_v1::Leave(c);
       return nullptr;
     }
     bin.top = --top;
@@ -116,51 +102,9 @@ class Heap {
     c->room.store(
         c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassSize(cls)),
         std::memory_order_relaxed);
-    Leave(c);
+    fast_v1::Leave(c);
     SetFirstWord(p, 0);  // no longer free
     return p;
-  }
-
-  // The fast path of a free, sized or by address (size 0): true when done; false when the slow
-  // path must look (then nothing was changed). `pages` is the page map of the chunk p lies in
-  // (the pool's copy of page_table()[chunk index]) and `page` p's page index in that chunk; p is
-  // 16-byte aligned and lies in a mapped chunk. It checks, from the page map, that p is exactly
-  // the start of a block (so the size class is the block's own, whatever size the caller names)
-  // and that `size` fits the block; then the free mark.
-  static bool TryFreeCached(std::uint64_t id, std::uint64_t secret,
-                            const std::atomic<PageEntry*>& pages, std::size_t page, void* p,
-                            std::size_t size) noexcept {
-    ThreadCacheSlots& t = tls_cache_slots;
-    if (__builtin_expect(t.heap_id[0] != id, 0)) return false;
-    const PageEntry* entries = pages.load(std::memory_order_acquire);
-    if (__builtin_expect(entries == nullptr, 0)) return false;
-    const std::uint32_t entry = entries[page].load(std::memory_order_relaxed);
-    const unsigned cls = PageMap::ClassOf(entry);
-    if (__builtin_expect(cls >= kNumClasses, 0)) return false;
-    const FastClass& k = kClasses.fast[cls];
-    const auto addr = reinterpret_cast<std::uintptr_t>(p);
-    if (__builtin_expect(PageMap::SpanOffset(entry, addr) * k.magic > k.magic - 1, 0)) {
-      return false;  // not a block's start
-    }
-    if (__builtin_expect(size > k.size, 0)) return false;
-    const std::uint64_t mark = FreeMark(secret, p);
-    if (__builtin_expect(FirstWord(p) == mark, 0)) return false;
-    ThreadCache* c = t.cache[0];
-    ThreadCache::Bin& bin = c->bins[cls];
-    if (!Enter(c)) return false;
-    void** top = bin.top;
-    const std::intptr_t room =
-        c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
-    if (__builtin_expect(top == bin.limit || room < 0, 0)) {
-      Leave(c);
-      return false;
-    }
-    SetFirstWord(p, mark);
-    *top = p;
-    bin.top = top + 1;
-    c->room.store(room, std::memory_order_relaxed);
-    Leave(c);
-    return true;
   }
 
   std::uint64_t id() const noexcept { return id_; }
@@ -237,8 +181,8 @@ class Heap {
   // thread's caches are gone.
   ThreadCache* Cache() noexcept {
     if (debug_ || tls_caches_gone) return nullptr;
-    ThreadCacheSlots& t = tls_cache_slots;
-    if (__builtin_expect(t.heap_id[0] == id_, 1)) return t.cache[0];
+    ThreadCacheSlots& t = fast_v1::tls_slots;
+    if (__builtin_expect(t.heap_id[0] == id_, 1)) return static_cast<ThreadCache*>(t.cache[0]);
     return CacheSlow();
   }
   ThreadCache* CacheSlow() noexcept;

@@ -32,6 +32,8 @@ void PageMap::AddChunk(std::size_t index) noexcept {
 }
 
 void PageMap::SetSlab(std::uintptr_t start, std::size_t pages, unsigned cls) noexcept {
+  static_assert(Class(kFirstLargeClass - 1).pages <= kMaxDelta + 1);
+  static_assert(kMaxSlabSize < (1 << 16));
   PageEntry* e = Entries(start) + PageIndex(start);
   for (std::size_t i = 0; i < pages; ++i) e[i].store(Encode(cls, i), std::memory_order_relaxed);
 }

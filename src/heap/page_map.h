@@ -7,13 +7,16 @@
 // could write). An entry is
 //   0                            no block starts on this page: free space, or a page of a large
 //                                block other than its first
-//   (delta << 8) | (class + 1)   the page lies `delta` pages into a span of class `class`: a slab
-//                                (every page carries its entry) or a large block (only its first
-//                                page does, delta 0)
+//   (rest << 16) | (delta << 8) | (class + 1)
+//                                the page lies `delta` (< 256) pages into a span of class `class`:
+//                                a slab (every page carries its entry, at most 16 pages) or a
+//                                large block (only its first page does, delta 0); `rest` is
+//                                (delta pages) mod (class size), below 16 KiB
 // so a pointer p with entry e != 0 is a block's start exactly when (p - span start) is a multiple
-// of the class size (IsBlockOffset). Beside the entries, each chunk has a Span* per page, set on
-// the first and last page of every span (free or used), for the page heap's coalescing and for
-// finding a block's slab.
+// of the class size (IsBlockOffset), that is when (p mod page) + rest is (PageOffset: the inline
+// fast path's test, pinpool/fast_path.h, which needs no multiplication by the page size). Beside
+// the entries, each chunk has a Span* per page, set on the first and last page of every span (free
+// or used), for the page heap's coalescing and for finding a block's slab.
 //
 // Thread safety: entries and span pointers are written by the page heap under its lock and read
 // lock-free (relaxed atomics: a thread reading the entry of a block it owns is ordered after the
@@ -39,14 +42,17 @@ using PageEntry = std::atomic<std::uint32_t>;
 
 class PageMap {
  public:
+  // `delta` is below 256 for a slab's pages and 0 for a large block (its first page).
+  static constexpr std::size_t kMaxDelta = 255;
   static constexpr std::uint32_t Encode(unsigned cls, std::size_t delta) noexcept {
-    return static_cast<std::uint32_t>(delta << 8) | (cls + 1);
+    const std::size_t rest = (delta << kPageShift) % ClassSize(cls);
+    return static_cast<std::uint32_t>((rest << 16) | (delta << 8)) | (cls + 1);
   }
   // The class an entry names, or kNumClasses or more when the entry is 0 (no block starts here).
   static constexpr unsigned ClassOf(std::uint32_t entry) noexcept {
     return (entry & 0xff) - 1u;  // 0 wraps to a huge value
   }
-  static constexpr std::size_t DeltaOf(std::uint32_t entry) noexcept { return entry >> 8; }
+  static constexpr std::size_t DeltaOf(std::uint32_t entry) noexcept { return (entry >> 8) & 0xff; }
   // The start of the span an entry (naming a class) describes, for any address on that page.
   static constexpr std::uintptr_t SpanStart(std::uint32_t entry, std::uintptr_t p) noexcept {
     return ((p >> kPageShift) - DeltaOf(entry)) << kPageShift;
@@ -54,6 +60,10 @@ class PageMap {
   // p's offset from the start of the span an entry (naming a class) describes.
   static constexpr std::uintptr_t SpanOffset(std::uint32_t entry, std::uintptr_t p) noexcept {
     return (p & (kPageSize - 1)) + (std::uintptr_t{DeltaOf(entry)} << kPageShift);
+  }
+  // An offset of p congruent to SpanOffset modulo the class size, below 2^15.
+  static constexpr std::uintptr_t PageOffset(std::uint32_t entry, std::uintptr_t p) noexcept {
+    return (p & (kPageSize - 1)) + (entry >> 16);
   }
   // True when p is the start of a block according to its page's entry; *cls is its class.
   static bool IsBlockStart(std::uint32_t entry, std::uintptr_t p, unsigned* cls) noexcept {

@@ -10,10 +10,9 @@
 namespace pinpool::internal {
 
 ThreadCache::ThreadCache(std::uint64_t id, std::size_t budget_bytes, MetadataArena* metadata)
-    : room(static_cast<std::intptr_t>(budget_bytes)),
-      heap_id(id),
-      budget(static_cast<std::intptr_t>(budget_bytes)),
-      metadata_(metadata) {}
+    : heap_id(id), budget(static_cast<std::intptr_t>(budget_bytes)), metadata_(metadata) {
+  room.store(budget, std::memory_order_relaxed);
+}
 
 ThreadCache::~ThreadCache() = default;
 

@@ -28,37 +28,30 @@
 #include "heap/central_cache.h"
 #include "heap/metadata.h"
 #include "heap/size_class.h"
+#include "pinpool/fast_path.h"
 
 namespace pinpool::internal {
 
-struct ThreadCache {
+// The head (handshake words, byte room, bins) is the inline fast path's (pinpool/fast_path.h):
+// its layout is part of the ABI.
+struct ThreadCache : fast_v1::CacheHead {
   // A stack of free blocks: [bottom, top) are held, top grows towards limit; the most recently
   // freed block is reused first. Storage comes from the heap's MetadataArena on the bin's first
   // push (a thread pays only for the classes it uses); until then top == bottom == limit == null
   // (empty and full: the slow path).
-  struct Bin {
-    void** top = nullptr;
-    void** limit = nullptr;
-    void** bottom = nullptr;
-    std::size_t count() const noexcept { return static_cast<std::size_t>(top - bottom); }
-  };
+  using Bin = fast_v1::Bin;
 
   ThreadCache(std::uint64_t heap_id, std::size_t budget, MetadataArena* metadata);
   ~ThreadCache();
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
-  // The drain handshake (Heap): `busy` is 1 while the owner touches the bins; `drain` is set by a
-  // thread that wants them emptied.
-  std::atomic<std::uint32_t> busy{0};
-  std::atomic<std::uint32_t> drain{0};
-  // Bytes the bins may still take: budget - bytes held. Written by the owner (or a drainer under
-  // the handshake) with plain stores; read by anyone for stats.
-  std::atomic<std::intptr_t> room;
+  // busy, drain (the drain handshake, Heap) and room (bytes the bins may still take: budget -
+  // bytes held; written by the owner, or a drainer under the handshake, with plain stores; read
+  // by anyone for stats) are the head's.
   const std::uint64_t heap_id;
   const std::intptr_t budget;
   ThreadCache* next_free = nullptr;  // the heap's list of caches of exited threads, for reuse
-  Bin bins[kNumClasses];
 
   std::size_t held_bytes() const noexcept {
     const std::intptr_t r = room.load(std::memory_order_relaxed);

@@ -113,6 +113,25 @@ void* Allocate(Pool* pool, std::size_t size, std::size_t alignment) noexcept {
 }
 
 }  // namespace
+
+namespace internal {
+
+// pinpool_malloc and pinpool_free: Pool's inline fast paths without building a Block (a C caller
+// wants the pointer alone: no chunk table load), one call from the C program into the library.
+struct CApi {
+  static void* Malloc(Pool* pool, std::size_t size) noexcept {
+    if (__builtin_expect(size - 1 < fast_v1::kMaxFastSize, 1)) {
+      if (void* p = fast_v1::TryPop(pool->heap_id_, size)) return p;
+    }
+    return Allocate(pool, size, alignof(std::max_align_t));
+  }
+  static void Free(Pool* pool, void* p) noexcept {
+    // Null fails the fast path's range check; the slow path ignores it.
+    if (!pool->TryFreeFast(p, 0)) pool->DeallocateSlow(p, 0);
+  }
+};
+
+}  // namespace internal
 }  // namespace pinpool
 
 extern "C" {
@@ -156,7 +175,7 @@ void pinpool_destroy(pinpool_pool_t* pool) {
 }
 
 void* pinpool_malloc(pinpool_pool_t* pool, size_t size) {
-  return pinpool::Allocate(pinpool::AsPool(pool), size, alignof(std::max_align_t));
+  return pinpool::internal::CApi::Malloc(pinpool::AsPool(pool), size);
 }
 
 void* pinpool_calloc(pinpool_pool_t* pool, size_t n, size_t size) {
@@ -196,8 +215,7 @@ void* pinpool_aligned_alloc(pinpool_pool_t* pool, size_t alignment, size_t size)
 }
 
 void pinpool_free(pinpool_pool_t* pool, void* p) {
-  if (p == nullptr) return;
-  pinpool::AsPool(pool)->Deallocate(p);
+  pinpool::internal::CApi::Free(pinpool::AsPool(pool), p);
 }
 
 size_t pinpool_usable_size(const pinpool_pool_t* pool, const void* p) {

@@ -79,21 +79,6 @@ Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Hea
 
 namespace {
 
-// The chunk table entry of a pointer known to lie in the pool's range (internal::Arena: the
-// ChunkInfo's address, bit 0 set while frees there need the slow path).
-std::uintptr_t EntryInRange(const void* table, std::uintptr_t base, unsigned shift, const void* p) {
-  const auto* t = static_cast<const std::atomic<std::uintptr_t>*>(table);
-  return t[(reinterpret_cast<std::uintptr_t>(p) - base) >> shift].load(std::memory_order_acquire);
-}
-const ChunkInfo* ChunkInRange(const void* table, std::uintptr_t base, unsigned shift,
-                              const void* p) {
-  return internal::Arena::EntryChunk(EntryInRange(table, base, shift, p));
-}
-
-const std::atomic<internal::PageEntry*>* PageTable(const void* table) {
-  return static_cast<const std::atomic<internal::PageEntry*>*>(table);
-}
-
 // A store the compiler must not drop as dead, though the object is being destroyed.
 template <typename T>
 void StoreForLater(T& field, T value) {
@@ -127,30 +112,20 @@ void Pool::CheckAlive(const char* what) const noexcept {
                 static_cast<const void*>(this));
 }
 
-// The fast path below is call-free (so it saves no registers) and tail-calls the slow path for
-// everything else: first use by a thread, an empty or full bin, big or over-aligned blocks,
-// invalid arguments, null and foreign pointers, double frees, a destroyed pool.
-Block Pool::Allocate(std::size_t size, std::size_t alignment) noexcept {
-  if (__builtin_expect(size - 1 < max_block_ && alignment - 1 < internal::kMinBlock &&
+// The fast paths are inline in the callers (pinpool/pool.h, pinpool/fast_path.h); what they
+// cannot do comes here: first use by a thread, an empty or full bin, big or over-aligned blocks,
+// invalid arguments, null and foreign pointers, double frees, granted blocks, a destroyed pool.
+Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
+  // Blocks above the inline path's sizes come from the thread's cache too: one call, as before
+  // the path was inlined, so large blocks pay nothing for it.
+  if (__builtin_expect(size - 1 < max_block_ && size > fast_v1::kMaxFastSize &&
+                           alignment - 1 < internal::kMinBlock &&
                            (alignment & (alignment - 1)) == 0,
                        1)) {
     if (void* p = internal::Heap::TryAllocateCached(heap_id_, size)) {
-      return Block(p, size, ChunkInRange(chunk_table_, range_base_, chunk_shift_, p));
+      return Block(p, size, ChunkAt(p));
     }
   }
-  return AllocateSlow(size, alignment);
-}
-
-Block Pool::Allocate(std::size_t size) noexcept {
-  if (__builtin_expect(size - 1 < max_block_, 1)) {
-    if (void* p = internal::Heap::TryAllocateCached(heap_id_, size)) {
-      return Block(p, size, ChunkInRange(chunk_table_, range_base_, chunk_shift_, p));
-    }
-  }
-  return AllocateSlow(size, alignof(std::max_align_t));
-}
-
-Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   CheckAlive("Allocate");
   if (size == 0 || size > max_block_size() || !IsPowerOfTwo(alignment) ||
       alignment > arena_->chunk_size()) {
@@ -162,33 +137,6 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   PINPOOL_DCHECK(chunk != nullptr);
   return Block(p, size, chunk);
 }
-
-void Pool::Deallocate(const Block& block) noexcept { Deallocate(block.data(), block.size()); }
-
-void Pool::Deallocate(void* data, std::size_t size) noexcept {
-  // The fast path's checks, the same for a sized free and a free by address: 16-byte aligned, in
-  // a mapped chunk of this pool without granted blocks (the chunk table entry, one load, like
-  // Allocate's: an entry with bit 0 clear), exactly the start of a block and `size` no larger
-  // than it (the page map, in TryFreeCached), and not free already (the free mark). What fails
-  // any of them goes to the slow path, which holds granted blocks and aborts on misuse naming the
-  // rule.
-  const auto p = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t off = p - range_base_;
-  if (__builtin_expect((p & 15) == 0 && off < range_size_, 1)) {
-    const std::uintptr_t chunk = off >> chunk_shift_;
-    if (__builtin_expect((EntryInRange(chunk_table_, range_base_, chunk_shift_, data) &
-                          internal::Arena::kSlowFreeTag) == 0 &&
-                             internal::Heap::TryFreeCached(
-                                 heap_id_, secret_, PageTable(page_table_)[chunk],
-                                 (off >> internal::kPageShift) & page_mask_, data, size),
-                         1)) {
-      return;
-    }
-  }
-  DeallocateSlow(data, size);
-}
-
-void Pool::Deallocate(void* data) noexcept { Deallocate(data, 0); }
 
 void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
   if (data == nullptr) return;
@@ -234,9 +182,7 @@ Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
 
 std::optional<Location> Pool::Lookup(const void* address) const noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(address);
-  const ChunkInfo* chunk = a - range_base_ < range_size_
-                               ? ChunkInRange(chunk_table_, range_base_, chunk_shift_, address)
-                               : nullptr;
+  const ChunkInfo* chunk = a - range_base_ < range_size_ ? ChunkAt(address) : nullptr;
   if (chunk == nullptr) {
     CheckAlive("Lookup");
     return std::nullopt;

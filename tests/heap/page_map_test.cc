@@ -18,11 +18,21 @@ constexpr std::uintptr_t kBase = std::uintptr_t{1} << 40;  // never dereferenced
 TEST(PageMapTest, EntriesEncodeTheClassAndTheDistanceToTheSpanStart) {
   for (unsigned c : {0u, 7u, 34u, kFirstLargeClass, kNumClasses - 1}) {
     for (std::size_t delta :
-         {std::size_t{0}, std::size_t{1}, std::size_t{15}, (std::size_t{1} << 18) - 1}) {
+         {std::size_t{0}, std::size_t{1}, std::size_t{15}, PageMap::kMaxDelta}) {
+      // A large block's entry is on its first page only.
+      if (!IsSlabClass(c) && delta != 0) continue;
       const std::uint32_t e = PageMap::Encode(c, delta);
       EXPECT_NE(e, 0u);
       EXPECT_EQ(PageMap::ClassOf(e), c);
       EXPECT_EQ(PageMap::DeltaOf(e), delta);
+      // The fast path's offset is the span offset modulo the class size, for every address on
+      // the page.
+      for (std::uintptr_t low : {std::uintptr_t{0}, std::uintptr_t{16}, kPageSize - 16}) {
+        const std::uintptr_t p = kBase + (delta + 3) * kPageSize + low;
+        EXPECT_EQ(PageMap::PageOffset(e, p) % ClassSize(c),
+                  PageMap::SpanOffset(e, p) % ClassSize(c))
+            << c << " " << delta << " " << low;
+      }
     }
   }
   EXPECT_GE(PageMap::ClassOf(0), kNumClasses) << "entry 0 must name no class";

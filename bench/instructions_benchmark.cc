@@ -1,0 +1,227 @@
+// Instructions per allocate + free pair, counted by valgrind's callgrind: deterministic, so it
+// can be compared across commits on a loaded, shared machine where timings cannot.
+//
+// For each allocator form and size, the program runs `--pairs` allocate + free pairs of that size
+// in a loop of its own (after a warm-up that fills the thread caches), with callgrind's collection
+// switched on around the loop only and its counts dumped after it under the case's name
+// ("<allocator>/<form>/<size>"); bench/instruction-counts.sh runs it under callgrind and turns
+// the dumps into a table of instructions per pair. The loop itself costs a few instructions per
+// pair: the `loop` row measures it (an allocator that hands out one static buffer), and every row
+// includes it, the same for every allocator.
+//
+// Forms (the calls a user of each makes; the size is opaque to the compiler, as when it comes
+// from a message):
+//   pinpool   block:    Pool::Allocate(n) + Pool::Deallocate(Block)
+//             sized:    Pool::Allocate(n) + Pool::Deallocate(p, n)
+//             address:  Pool::Allocate(n) + Pool::Deallocate(p)
+//             c:        pinpool_malloc + pinpool_free (the C API)
+//   tcmalloc  sized:    tc_malloc + tc_free_sized     (gperftools' libtcmalloc_minimal.so.4,
+//             address:  tc_malloc + tc_free            dlopen'ed RTLD_LOCAL, called through a
+//   mimalloc  sized:    mi_malloc + mi_free_size       pointer as a PLT call would be)
+//             address:  mi_malloc + mi_free
+//   glibc     address:  malloc + free
+// Pools use the resident (mlock) domain and small chunks: what a domain does happens at growth,
+// never on the fast path, and valgrind need not model io_uring.
+//
+// Outside valgrind the program runs the same loops and says so (the ctest smoke run). Usage:
+//   instructions_benchmark [--pairs=N] [--sizes=64,256,...] [--filter=SUBSTRING]
+#include <valgrind/callgrind.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench_pool.h"
+#include "compare_allocators.h"
+#include "pinpool/domain.h"
+#include "pinpool/pinpool_c.h"
+#include "pinpool/pool.h"
+
+namespace {
+
+using pinpool::Block;
+using pinpool::Pool;
+
+// Hides a value from the optimizer at no cost: it must assume `v` changed (a size) or escaped
+// (a pointer).
+template <typename T>
+inline void Opaque(T& v) {
+  asm volatile("" : "+r"(v));
+}
+inline void Escape(void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+Pool& CxxPool() {
+  static Pool* pool = [] {
+    pinpool::PoolOptions o;
+    o.chunk_size = 8 << 20;
+    o.budget = 64 << 20;
+    o.initial_size = 8 << 20;
+    o.page_size = pinpool::PageSize::k4K;
+    o.domains = {pinpool::MakeResidentNotPinnedDomain()};
+    return &pinpool::bench::LeakedPool(std::move(o));
+  }();
+  return *pool;
+}
+
+// The C API's pools use the default domain (long-term pin through io_uring); it is made only
+// when the C form runs.
+pinpool_pool_t* CPool() {
+  static pinpool_pool_t* pool = [] {
+    pinpool_options_t o;
+    pinpool_options_init(&o);
+    o.chunk_size = 8 << 20;
+    o.budget = 64 << 20;
+    o.initial_size = 8 << 20;
+    o.page_size = PINPOOL_PAGE_4K;
+    pinpool_pool_t* p = nullptr;
+    char error[512];
+    if (pinpool_create(&o, &p, error, sizeof error) != 0) {
+      std::fprintf(stderr, "instructions_benchmark: pinpool_create: %s\n", error);
+      std::exit(1);
+    }
+    return p;
+  }();
+  return pool;
+}
+
+alignas(64) unsigned char static_buffer[64];
+
+// One loop per form, never inlined into another, so that each case's code is its own.
+// What a loop uses is fetched before it starts (a program keeps its pool at hand).
+#define PAIR_LOOP(name, setup, body)                                         \
+  __attribute__((noinline)) void name(std::size_t size, std::size_t pairs) { \
+    setup;                                                                   \
+    for (std::size_t i = 0; i < pairs; ++i) {                                \
+      Opaque(size);                                                          \
+      body                                                                   \
+    }                                                                        \
+  }
+
+PAIR_LOOP(LoopEmpty, (void)0, {
+  void* p = static_buffer;
+  Opaque(p);
+  Escape(p);
+})
+PAIR_LOOP(LoopPinpoolBlock, Pool& pool = CxxPool(), {
+  const Block b = pool.Allocate(size);
+  Escape(b.data());
+  pool.Deallocate(b);
+})
+PAIR_LOOP(LoopPinpoolSized, Pool& pool = CxxPool(), {
+  void* p = pool.Allocate(size).data();
+  Escape(p);
+  pool.Deallocate(p, size);
+})
+PAIR_LOOP(LoopPinpoolAddress, Pool& pool = CxxPool(), {
+  void* p = pool.Allocate(size).data();
+  Escape(p);
+  pool.Deallocate(p);
+})
+PAIR_LOOP(LoopPinpoolC, pinpool_pool_t* pool = CPool(), {
+  void* p = pinpool_malloc(pool, size);
+  Escape(p);
+  pinpool_free(pool, p);
+})
+PAIR_LOOP(LoopTcmallocSized, const pinpool::bench::Loaded l = pinpool::bench::Tcmalloc(), {
+  void* p = l.malloc_fn(size);
+  Escape(p);
+  l.sized_free_fn(p, size);
+})
+PAIR_LOOP(LoopTcmallocAddress, const pinpool::bench::Loaded l = pinpool::bench::Tcmalloc(), {
+  void* p = l.malloc_fn(size);
+  Escape(p);
+  l.free_fn(p);
+})
+PAIR_LOOP(LoopMimallocSized, const pinpool::bench::Loaded l = pinpool::bench::Mimalloc(), {
+  void* p = l.malloc_fn(size);
+  Escape(p);
+  l.sized_free_fn(p, size);
+})
+PAIR_LOOP(LoopMimallocAddress, const pinpool::bench::Loaded l = pinpool::bench::Mimalloc(), {
+  void* p = l.malloc_fn(size);
+  Escape(p);
+  l.free_fn(p);
+})
+PAIR_LOOP(LoopGlibc, (void)0, {
+  void* p = std::malloc(size);
+  Escape(p);
+  std::free(p);
+})
+#undef PAIR_LOOP
+
+struct Form {
+  const char* name;
+  void (*loop)(std::size_t size, std::size_t pairs);
+};
+constexpr Form kForms[] = {
+    {"loop/-", LoopEmpty},
+    {"pinpool/block", LoopPinpoolBlock},
+    {"pinpool/sized", LoopPinpoolSized},
+    {"pinpool/address", LoopPinpoolAddress},
+    {"pinpool/c", LoopPinpoolC},
+    {"tcmalloc/sized", LoopTcmallocSized},
+    {"tcmalloc/address", LoopTcmallocAddress},
+    {"mimalloc/sized", LoopMimallocSized},
+    {"mimalloc/address", LoopMimallocAddress},
+    {"glibc/address", LoopGlibc},
+};
+
+std::vector<std::size_t> ParseSizes(const char* list) {
+  std::vector<std::size_t> sizes;
+  for (const char* s = list; *s != '\0';) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(s, &end, 10);
+    if (end == s || v == 0) {
+      std::fprintf(stderr, "instructions_benchmark: bad --sizes list: %s\n", list);
+      std::exit(2);
+    }
+    sizes.push_back(v);
+    s = *end == ',' ? end + 1 : end;
+  }
+  return sizes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::size_t pairs = 100000;
+  std::vector<std::size_t> sizes = {64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10};
+  std::string filter;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--pairs=", 8) == 0) {
+      pairs = std::strtoull(argv[i] + 8, nullptr, 10);
+    } else if (std::strncmp(argv[i], "--sizes=", 8) == 0) {
+      sizes = ParseSizes(argv[i] + 8);
+    } else if (std::strncmp(argv[i], "--filter=", 9) == 0) {
+      filter = argv[i] + 9;
+    } else {
+      std::fprintf(stderr, "usage: %s [--pairs=N] [--sizes=64,256,...] [--filter=SUBSTRING]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  if (pairs == 0) pairs = 1;
+  if (RUNNING_ON_VALGRIND == 0) {
+    std::printf(
+        "not under callgrind: running the loops uncounted (bench/instruction-counts.sh "
+        "counts them)\n");
+  }
+  for (const Form& form : kForms) {
+    for (const std::size_t size : sizes) {
+      const std::string name = std::string(form.name) + "/" + std::to_string(size);
+      if (!filter.empty() && name.find(filter) == std::string::npos) continue;
+      form.loop(size, 1000);  // warm: pools made, caches filled, code resolved
+      CALLGRIND_ZERO_STATS;
+      CALLGRIND_TOGGLE_COLLECT;
+      form.loop(size, pairs);
+      CALLGRIND_TOGGLE_COLLECT;
+      CALLGRIND_DUMP_STATS_AT(name.c_str());
+      std::printf("%s: %zu pairs\n", name.c_str(), pairs);
+    }
+  }
+  return 0;
+}

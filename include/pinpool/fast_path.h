@@ -1,0 +1,179 @@
+// The allocation fast path that Pool's inline members (pinpool/pool.h) compile into the caller:
+// a pop from, or a push onto, this thread's cache of the pool, with the checks of a free. Not an
+// API: nothing here is for users to call or name.
+//
+// Why inline: a call into libpinpool.so costs a PLT jump, a call and a return each way, a Block
+// returned through memory (24 bytes: not in registers) and the saving of the caller's registers;
+// together they were half of an allocate + free pair. Inlined, a pair costs what tcmalloc's does
+// (docs/benchmarks.md, "Instructions per pair"). Everything that misses (no cache yet, an empty
+// or full bin, a pending drain, sizes above kMaxFastSize or alignments above 16, anything a free
+// check rejects) calls into the library, which decides and aborts on misuse naming the rule.
+//
+// ABI: what is here is compiled into programs, so its layout is part of libpinpool's ABI: the
+// per-thread slots, a cache's handshake words, byte room and bins, the class table's shape, the
+// free mark (secret ^ address in a free block's first word) and the page map's entry encoding
+// (internal::PageMap). The namespace carries a version: any change to any of them renames it
+// (v2, ...), so a program built against other headers fails to load (an undefined symbol:
+// tls_slots or classes) instead of reading a layout it does not know. The class table's contents
+// (which sizes map to which class) are the library's: programs read them from libpinpool.so's
+// exported `classes`, so a new library may change them without a rebuild.
+//
+// Thread safety: the slots are this thread's; a cache is its owner's, but for the drain
+// handshake with other threads (src/heap/heap.h): `busy` set around every touch of the bins,
+// `drain` read after setting it (another thread's membarrier orders the two).
+#ifndef PINPOOL_FAST_PATH_H_
+#define PINPOOL_FAST_PATH_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "pinpool/export.h"
+
+// The fast path is forced inline: a compiler weighing it against a loop body may otherwise keep
+// a copy out of line, and the call it then makes is what the path exists to avoid.
+#define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
+
+namespace pinpool::fast_v1 {
+
+inline constexpr unsigned kNumClasses = 100;
+// Sizes the inline path serves; larger ones call the library (their cost is not the call).
+inline constexpr std::size_t kMaxFastSize = std::size_t{64} << 10;
+
+// A stack of free blocks: [bottom, top) held, top grows towards limit.
+struct Bin {
+  void** top = nullptr;
+  void** limit = nullptr;
+  void** bottom = nullptr;
+  std::size_t count() const noexcept { return static_cast<std::size_t>(top - bottom); }
+};
+
+// The head of a thread's cache of one pool (the rest is the library's: internal::ThreadCache).
+struct CacheHead {
+  std::atomic<std::uint32_t> busy{0};   // the owner is touching the bins
+  std::atomic<std::uint32_t> drain{0};  // another thread wants them emptied
+  // Bytes the bins may still take: the thread's budget less what they hold.
+  std::atomic<std::intptr_t> room{0};
+  Bin bins[kNumClasses];
+};
+
+// This thread's most recently used (pool, cache) pairs; the inline path reads slot 0 only.
+struct Slots {
+  static constexpr int kSlots = 4;
+  std::uint64_t heap_id[kSlots];
+  CacheHead* cache[kSlots];
+};
+// Initial-exec TLS: one %fs-relative load (and a GOT load of its offset), no call, no
+// initialization check. libpinpool.so already uses static TLS, so this adds no restriction on
+// how it is loaded.
+extern PINPOOL_EXPORT constinit thread_local Slots tls_slots
+    __attribute__((tls_model("initial-exec")));
+
+struct ClassTable {
+  // The class of `size` bytes (1 .. kMaxFastSize) is small[(size + 15) >> 4].
+  std::uint8_t small[kMaxFastSize / 16 + 1];
+  struct Class {
+    // Divisibility by `size` for offsets below 2^32: n is a multiple of size exactly when
+    // n * magic <= magic - 1 in 64-bit arithmetic (Lemire, Kaser and Kurz 2019).
+    std::uint64_t magic;
+    std::uint64_t size;  // bytes of a block
+  } cls[kNumClasses];
+};
+extern PINPOOL_EXPORT const ClassTable classes;
+
+// A page map entry (internal::PageMap): 0 when no block starts on the page, else
+// (page's offset from its span's start mod class size) << 16 | (pages into the span) << 8 |
+// (class + 1).
+using PageEntry = std::atomic<std::uint32_t>;
+inline constexpr unsigned kPageShift = 12;
+
+// A free block's first word.
+inline std::uint64_t FreeMark(std::uint64_t secret, const void* p) noexcept {
+  return secret ^ reinterpret_cast<std::uintptr_t>(p);
+}
+using MarkWord = std::uint64_t __attribute__((may_alias));
+
+// Owner side of the drain handshake: false (and not busy) when a drain is pending.
+PINPOOL_FAST_INLINE bool Enter(CacheHead* c) noexcept {
+  c->busy.store(1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // the drainer's membarrier does the rest
+  if (__builtin_expect(c->drain.load(std::memory_order_acquire) == 0, 1)) return true;
+  c->busy.store(0, std::memory_order_release);
+  return false;
+}
+PINPOOL_FAST_INLINE void Leave(CacheHead* c) noexcept {
+  c->busy.store(0, std::memory_order_release);
+}
+
+// A block of `size` bytes (1 .. kMaxFastSize) from this thread's cache of heap `id`, or null.
+PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
+  Slots& t = tls_slots;
+  if (__builtin_expect(t.heap_id[0] != id, 0)) return nullptr;
+  CacheHead* c = t.cache[0];
+  const unsigned cls = classes.small[(size + 15) >> 4];
+  Bin& bin = c->bins[cls];
+  if (!Enter(c)) return nullptr;
+  void** top = bin.top;
+  if (__builtin_expect(top == bin.bottom, 0)) {
+    Leave(c);
+    return nullptr;
+  }
+  bin.top = --top;
+  void* p = *top;
+  c->room.store(
+      c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(classes.cls[cls].size),
+      std::memory_order_relaxed);
+  Leave(c);
+  *static_cast<MarkWord*>(p) = 0;  // no longer free
+  return p;
+}
+
+// A free onto this thread's cache of heap `id`: true when done, false when the library must look
+// (then nothing was changed). `pages` is the page map of the chunk p lies in and `page` p's page
+// in it; p is 16-byte aligned and in a mapped chunk. Checks, from the page map, that p is exactly
+// a block's start (so the class is the block's own, whatever size the caller names) and that
+// `size` (0: unknown) fits it; then the free mark.
+PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret,
+                                 const std::atomic<PageEntry*>& pages, std::size_t page, void* p,
+                                 std::size_t size) noexcept {
+  Slots& t = tls_slots;
+  if (__builtin_expect(t.heap_id[0] != id, 0)) return false;
+  const PageEntry* entries = pages.load(std::memory_order_acquire);
+  if (__builtin_expect(entries == nullptr, 0)) return false;
+  const std::uint32_t entry = entries[page].load(std::memory_order_relaxed);
+  const unsigned cls = (entry & 0xff) - 1u;  // 0 (no block here) wraps
+  if (__builtin_expect(cls >= kNumClasses, 0)) return false;
+  const ClassTable::Class& k = classes.cls[cls];
+  // p's offset from its span's start, modulo the class size (the entry's top 16 bits: the
+  // page's offset from the span's start modulo the class size).
+  const std::uintptr_t offset =
+      (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
+  if (__builtin_expect(offset * k.magic > k.magic - 1, 0)) return false;  // not a block's start
+  if (__builtin_expect(size > k.size, 0)) return false;
+  // Inlined into a caller that frees the address of a smaller object (a misuse this path sends
+  // to the library), the compiler would warn about the 8-byte accesses below: after this it no
+  // longer knows what p points to (no instruction).
+  asm("" : "+r"(p));
+  const std::uint64_t mark = FreeMark(secret, p);
+  if (__builtin_expect(*static_cast<MarkWord*>(p) == mark, 0)) return false;
+  CacheHead* c = t.cache[0];
+  Bin& bin = c->bins[cls];
+  if (!Enter(c)) return false;
+  void** top = bin.top;
+  const std::intptr_t room =
+      c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
+  if (__builtin_expect(top == bin.limit || room < 0, 0)) {
+    Leave(c);
+    return false;
+  }
+  *static_cast<MarkWord*>(p) = mark;
+  *top = p;
+  bin.top = top + 1;
+  c->room.store(room, std::memory_order_relaxed);
+  Leave(c);
+  return true;
+}
+
+}  // namespace pinpool::fast_v1
+
+#endif  // PINPOOL_FAST_PATH_H_
