@@ -104,8 +104,8 @@ absl::StatusOr<Filesystem> CheckBackingDirectory(const std::string& directory, P
     const absl::StatusCode code = fs.status().code() == absl::StatusCode::kPermissionDenied
                                       ? absl::StatusCode::kFailedPrecondition
                                       : absl::StatusCode::kInvalidArgument;
-    return absl::Status(code, absl::StrFormat("PoolOptions::backing.directory: %s",
-                                              fs.status().message()));
+    return absl::Status(
+        code, absl::StrFormat("PoolOptions::backing.directory: %s", fs.status().message()));
   }
   if (::access(directory.c_str(), W_OK | X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -173,10 +173,9 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
     if (fd < 0) {
       const int err = errno;
       // EINVAL with MFD_HUGETLB: a kernel without hugetlb memfds (before 4.14) or this size.
-      return absl::FailedPreconditionError(
-          absl::StrFormat("memfd_create(%s%s) for a %s chunk: %s", backing.name,
-                          hugetlb_page_bytes != 0 ? ", MFD_HUGETLB" : "", FormatBytes(length),
-                          std::strerror(err)));
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "memfd_create(%s%s) for a %s chunk: %s", backing.name,
+          hugetlb_page_bytes != 0 ? ", MFD_HUGETLB" : "", FormatBytes(length), std::strerror(err)));
     }
     file = ChunkFile(fd, "");
   } else {
@@ -190,8 +189,9 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
                                               FormatBytes(length), path, std::strerror(err));
       if (err == EEXIST) {
         return absl::AlreadyExistsError(
-            msg + " (another pool, or a process that died, left it there: remove it if nothing "
-                  "uses it)");
+            msg +
+            " (another pool, or a process that died, left it there: remove it if nothing "
+            "uses it)");
       }
       if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(msg);
       if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
@@ -211,8 +211,9 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
     // registration. F_SEAL_SEAL keeps anyone from adding or (kernel rule) removing seals later.
     // A hole punch is NOT refused by these seals (docs/backing.md).
     if (::fcntl(file.fd(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-      return absl::InternalError(absl::StrFormat("sealing a %s chunk's memfd: fcntl(F_ADD_SEALS): %s",
-                                                 FormatBytes(length), std::strerror(errno)));
+      return absl::InternalError(
+          absl::StrFormat("sealing a %s chunk's memfd: fcntl(F_ADD_SEALS): %s", FormatBytes(length),
+                          std::strerror(errno)));
     }
     file.set_sealed(true);
   }

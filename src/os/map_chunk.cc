@@ -384,8 +384,8 @@ absl::StatusOr<MappedChunk> MapChunkImpl(void* at, std::size_t length, PageSize 
   std::optional<PageSize> only;  // hugetlbfs: the mount's size and nothing else
   bool no_hugetlb = false;       // tmpfs: no hugetlb sizes
   if (backing.kind == BackingSpec::Kind::kFile) {
-    PINPOOL_ASSIGN_OR_RETURN(Filesystem fs, CheckBackingDirectory(backing.directory, largest,
-                                                                  require, length));
+    PINPOOL_ASSIGN_OR_RETURN(Filesystem fs,
+                             CheckBackingDirectory(backing.directory, largest, require, length));
     if (fs.kind == Filesystem::Kind::kHugetlbfs) {
       only = fs.hugetlb_page_bytes == PageBytes(PageSize::k1G) ? PageSize::k1G : PageSize::k2M;
     } else {
@@ -402,8 +402,7 @@ absl::StatusOr<MappedChunk> MapChunkImpl(void* at, std::size_t length, PageSize 
       if (got.ok() || require || only) return got;
       continue;  // the range is a reservation again: try smaller pages
     }
-    return MapSmallPages(at, length, s == PageSize::kTransparent, require, populate, node,
-                         backing);
+    return MapSmallPages(at, length, s == PageSize::kTransparent, require, populate, node, backing);
   }
   return absl::InternalError("no page size to try");  // unreachable: 4 KiB always fits
 }

@@ -136,7 +136,7 @@ struct MappedChunk {
 struct Filesystem {
   enum class Kind : std::uint8_t { kTmpfs, kHugetlbfs, kOther };
   Kind kind = Kind::kOther;
-  std::uint64_t magic = 0;          // statfs f_type
+  std::uint64_t magic = 0;             // statfs f_type
   std::size_t hugetlb_page_bytes = 0;  // kHugetlbfs: the mount's page size
 };
 // What statfs says of `directory`. Errors: kNotFound (no such directory), kPermissionDenied,
@@ -172,8 +172,7 @@ inline constexpr std::size_t kPopulateStep = std::size_t{1} << 20;
 // page size; THP through shmem's MADV_HUGEPAGE), and a failure leaves neither a mapping nor a file
 // (kAlreadyExists when the file exists already).
 absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
-                                     bool populate, int node = -1,
-                                     const BackingSpec& backing = {});
+                                     bool populate, int node = -1, const BackingSpec& backing = {});
 // Gives the chunk's pages back and turns the range into a reservation again.
 void UnmapChunk(void* at, std::size_t length) noexcept;
 

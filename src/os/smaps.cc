@@ -11,10 +11,10 @@
 // chunk is credited min(its overlap, the VMA's AnonHugePages), which can over-count.
 //
 // Shared chunks (memfd, tmpfs files) report their THP as ShmemPmdMapped rather than
-// AnonHugePages; both count. Page size reported for non-hugetlb memory: kTransparent when any byte is THP-backed or when the
-// VMA is THP-eligible (smaps "THPeligible: 1"; its pages can still fault in huge), else k4K.
-// Stateless and thread-safe; each query reads smaps afresh (a snapshot; concurrent mmaps elsewhere
-// do not affect the chunk's own entries).
+// AnonHugePages; both count. Page size reported for non-hugetlb memory: kTransparent when any byte
+// is THP-backed or when the VMA is THP-eligible (smaps "THPeligible: 1"; its pages can still fault
+// in huge), else k4K. Stateless and thread-safe; each query reads smaps afresh (a snapshot;
+// concurrent mmaps elsewhere do not affect the chunk's own entries).
 #include <fcntl.h>
 #include <unistd.h>
 
