@@ -4,7 +4,9 @@
 #define PINPOOL_OPTIONS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "pinpool/domain.h"
@@ -20,6 +22,25 @@ inline constexpr std::size_t kGiB = std::size_t{1} << 30;
 // or no placement when no domain does; or no placement at all.
 inline constexpr int kDeviceNumaNode = -1;
 inline constexpr int kNoNumaNode = -2;
+
+// What backs a pool's chunks (docs/backing.md: what each is, and what can take its memory back).
+enum class BackingKind : std::uint8_t {
+  // Private anonymous memory: only this process can reach it (the default).
+  kAnonymous,
+  // One memfd per chunk (MFD_HUGETLB when page_size asks for hugetlb pages; shmem THP otherwise),
+  // sealed against shrinking and growing. Only a holder of the descriptor can take pages back (a
+  // hole punch), and pinpool hands it to no one.
+  kMemfd,
+  // One file per chunk in `directory` (created O_EXCL, mode 0600, named
+  // pinpool-<pid>-<pool>-chunk-<index>, removed when the chunk is trimmed or the pool
+  // destroyed), which must be on tmpfs or hugetlbfs: the kernel refuses long-term write pins of
+  // other files. Any process that can open a file can truncate it or punch a hole in it.
+  kFiles,
+};
+struct Backing {
+  BackingKind kind = BackingKind::kAnonymous;
+  std::string directory;  // kFiles only: an existing directory this process can write in
+};
 
 struct PoolOptions {
   // Largest page size to try. Chunks fall back 1G -> 2M -> transparent -> 4K (skipping sizes
@@ -84,6 +105,10 @@ struct PoolOptions {
   // long-term pin domain (MakeLongTermPinDomain: physical addresses fixed, no keys), or
   // Pool::Create fails saying why it cannot pin here. At most kMaxDomains.
   std::vector<std::shared_ptr<Domain>> domains;
+
+  // What the chunks' pages are: anonymous memory, memfds, or files in a directory. Every domain
+  // and every guarantee (pinned means pinned, grants, trim) holds on each.
+  Backing backing;
 };
 
 }  // namespace pinpool

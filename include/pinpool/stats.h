@@ -69,6 +69,11 @@ struct ChunkStats {
   // The NUMA node the kernel reports for every sampled page (move_pages), when the pool binds
   // chunks to a node; -1 when it does not, or no page is in memory yet.
   int numa_node = -1;
+  // What the pages are (PoolOptions::backing): "anonymous", "memfd", "memfd hugetlb 2M",
+  // "file /dev/shm/pinpool-..."; and whether truncation of its file is refused (a sealed memfd).
+  // What can take the memory back, per backing: docs/backing.md.
+  std::string backing = "anonymous";
+  bool sealed = false;
 };
 
 // `bytes` as pinpool prints sizes ("64 MiB", "1.5 KiB", "17 B"), for messages and reports.

@@ -3,6 +3,8 @@
 // primitives (Replenish, WaitBelowWatermark) are in growth.cc, trim in trim.cc.
 #include "arena/arena.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -19,6 +21,13 @@ namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// "pinpool-<pid>-<n>", n counting the arenas this process made: the start of every chunk file's
+// name, so that no two pools (of this process or another) pick the same name.
+std::string NextFilePrefix() {
+  static std::atomic<std::uint64_t> serial{0};
+  return absl::StrFormat("pinpool-%d-%d", ::getpid(), serial.fetch_add(1));
 }
 
 }  // namespace
@@ -45,6 +54,8 @@ Arena::Arena(ArenaConfig config, os::Range range)
       chunks_(max_chunks_),
       carved_(max_chunks_, 0),
       placements_(max_chunks_),
+      files_(max_chunks_),
+      file_prefix_(NextFilePrefix()),
       domain_counters_(config_.domains.size()) {
   for (std::size_t d = 0; d < config_.domains.size(); ++d) {
     domain_counters_[d].name = config_.domains[d]->name();
@@ -72,6 +83,9 @@ Arena::~Arena() {
     chunk_bytes += c.size;
   }
   os::Release(range_, chunk_bytes);  // unmaps every chunk with the reservation
+  // Only now, with nothing mapped or registered any more: close the chunks' files (and unlink
+  // those in a directory).
+  for (os::ChunkFile& f : files_) f.Close();
 }
 
 std::size_t Arena::DomainsThatPin(Pinning kind) const noexcept {
@@ -162,9 +176,14 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
   c.base = base_ + std::uintptr_t{index} * size;
   c.size = size;
   void* at = reinterpret_cast<void*>(c.base);
+  os::BackingSpec backing = config_.backing;
+  if (backing.kind != os::BackingSpec::Kind::kAnonymous) {
+    backing.name = absl::StrFormat("%s-chunk-%d", file_prefix_, index);
+  }
+  // On any error below, `mapped` (and its file) dies after the chunk is unmapped.
   PINPOOL_ASSIGN_OR_RETURN(os::MappedChunk mapped,
                            os::MapChunk(at, size, config_.page_size, config_.require_page_size,
-                                        config_.populate, config_.numa_node));
+                                        config_.populate, config_.numa_node, backing));
   c.page_size = mapped.page_size;
   c.huge_bytes = mapped.huge_bytes;
   if (absl::Status s = RegisterAll(c, built.seconds); !s.ok()) {
@@ -196,6 +215,7 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
       return bad;
     }
   }
+  built.file = std::move(mapped.file);
   return built;
 }
 
@@ -221,6 +241,7 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   }
   chunks_[index] = std::move(built->chunk);
   placements_[index] = built->placement;
+  files_[index] = std::move(built->file);
   carved_[index] = 0;
   carved_end_[index].store(0, std::memory_order_release);
   slots_[index] = Slot::kReady;
@@ -408,6 +429,7 @@ ArenaStats Arena::Stats() const {
     if (slots_[i] != Slot::kReady) continue;
     s.chunks.push_back(*chunks_[i]);
     s.placements.push_back(placements_[i]);
+    s.backings.push_back({files_[i].Describe(), files_[i].sealed()});
   }
   s.domains = domain_counters_;
   return s;

@@ -31,6 +31,13 @@
 // (a trimmed chunk's record is retired, not deleted), so a lock-free reader racing a trim reads a
 // valid record.
 //
+// Chunks backed by files (ArenaConfig::backing: memfds, files in a directory) each have one
+// os::ChunkFile, held by the arena per slot (files_) from publication until the chunk is trimmed
+// or the arena destroyed, and closed (a directory's file unlinked) only after the chunk is
+// deregistered and unmapped. The arena is the one owner of every chunk's descriptor: nothing else
+// keeps, duplicates or closes one (docs/backing.md). Files are named
+// pinpool-<pid>-<arena serial>-chunk-<slot>, so two pools of a process never collide.
+//
 // Thread safety: ChunkOf/SameChunk/Carved/BelowWatermark are lock-free and may race with growth
 // and trim. Everything else takes `mu_` (briefly: never across a map or a registration).
 // SetGranted is called under the pool's grant lock.
@@ -69,6 +76,7 @@ struct ArenaConfig {
   int numa_node = -1;             // bind every chunk to this node before touching it; -1: don't
   unsigned reserve_threads = 1;   // workers Reserve may use (>= 1)
   std::size_t low_watermark = 0;  // uncarved bytes below which growth.cc adds chunks; 0: off
+  os::BackingSpec backing = {};   // kind and directory; the arena names each chunk's file
 };
 
 // An arena's figures, read under its lock.
@@ -96,8 +104,13 @@ struct ArenaStats {
   // the start-up times, which the pool measures.
   GrowthStats growth;
   std::vector<Placement> placements;  // placements[i] is chunks[i]'s
-  std::size_t pinned_bytes = 0;       // chunks held by a long-term pinning domain
-  std::size_t locked_bytes = 0;       // chunks held by an mlocking domain
+  struct Backing {
+    std::string description;  // os::ChunkFile::Describe: "anonymous", "memfd", "file <path>"
+    bool sealed = false;      // truncation refused by seals
+  };
+  std::vector<Backing> backings;  // backings[i] is chunks[i]'s
+  std::size_t pinned_bytes = 0;   // chunks held by a long-term pinning domain
+  std::size_t locked_bytes = 0;   // chunks held by an mlocking domain
   std::vector<ChunkInfo> chunks;
   std::vector<DomainCounters> domains;
 };
@@ -197,6 +210,7 @@ class Arena {
     std::unique_ptr<ChunkInfo> chunk;
     ArenaStats::Placement placement;
     double seconds[kMaxDomains] = {};  // time in each domain's Register
+    os::ChunkFile file;                // the chunk's file, when it has one
   };
 
   Arena(ArenaConfig config, os::Range range);
@@ -242,6 +256,9 @@ class Arena {
   std::vector<std::unique_ptr<ChunkInfo>> retired_ ABSL_GUARDED_BY(mu_);  // trimmed chunks' records
   std::vector<std::size_t> carved_ ABSL_GUARDED_BY(mu_);  // bytes used from the front of slot i
   std::vector<ArenaStats::Placement> placements_ ABSL_GUARDED_BY(mu_);
+  // By slot: the file of a ready chunk that has one (the one owner of its descriptor).
+  std::vector<os::ChunkFile> files_ ABSL_GUARDED_BY(mu_);
+  const std::string file_prefix_;                    // "pinpool-<pid>-<serial>"
   std::size_t slots_used_ ABSL_GUARDED_BY(mu_) = 0;  // one past the highest slot ever claimed
   std::size_t ready_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t growing_ ABSL_GUARDED_BY(mu_) = 0;

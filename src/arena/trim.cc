@@ -3,7 +3,8 @@
 // no remotely granted block lies in it (its chunk table entry carries no kSlowFreeTag): then no
 // block can be live in it and no peer can reach it. Trim takes such a chunk out of the table
 // under the lock (slot kTrimming: Carve skips it, growth does not reuse it), then deregisters it
-// from every domain, last first, and unmaps it with no lock held, then frees the slot. Its
+// from every domain, last first, unmaps it and closes its file (memfd and file chunks; a
+// directory's file is unlinked) with no lock held, then frees the slot. Its
 // ChunkInfo record is retired, not deleted (a lock-free Lookup may still be reading it).
 //
 // Chunks go highest slot first, so what stays is packed at the front of the range; it stops at
@@ -32,12 +33,14 @@ std::size_t Arena::Trim(std::size_t floor_bytes) {
     uncarved_ -= size;
     uncarved_now_.store(uncarved_, std::memory_order_relaxed);
     table_[i].store(kSlowFreeTag, std::memory_order_release);
+    os::ChunkFile file = std::move(files_[i]);
     mu_.Unlock();
     for (std::size_t d = c.domain_count; d-- > 0;) {
       MutexLock serial(&domain_mu_[d]);
       config_.domains[d]->Deregister(c.keys[d]);
     }
     os::UnmapChunk(reinterpret_cast<void*>(c.base), size);
+    file.Close();  // deregistered and unmapped: now its descriptor, and its name, go too
     mu_.Lock();
     for (std::size_t d = 0; d < c.domain_count; ++d) domain_counters_[d].registered_bytes -= size;
     retired_.push_back(std::move(chunks_[i]));

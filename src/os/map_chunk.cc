@@ -10,8 +10,16 @@
 // reservation atomically (Linux >= 5.16; older kernels map in place), and every failure path
 // re-reserves with MAP_FIXED PROT_NONE. A chunk bound to a NUMA node (numa.cc) is bound before
 // its first touch, so populating it places every page there.
+//
+// Memfd- and file-backed chunks (BackingSpec) take the same paths with MAP_SHARED mappings of
+// the chunk's own file (chunk_file.cc creates it): hugetlb ones mapped elsewhere and moved in,
+// the others MAP_FIXED in place. The file is owned by a ChunkFile from its creation, so every
+// failure path closes (and unlinks) it after re-reserving the range; on success it goes to the
+// caller with the mapping. A hugetlbfs directory's mount fixes the page size; tmpfs and memfds
+// get THP only as shmem's sysfs switch allows (shmem_enabled).
 // Thread-safe: the kernel serializes the mm changes; chunks must not be mapped twice at once.
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -25,9 +33,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "os/chunk_file.h"
 #include "os/os.h"
 #include "util/bytes.h"
 #include "util/check.h"
+#include "util/status_macros.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
@@ -50,13 +60,17 @@ int Madvise(void* at, std::size_t length, int advice) noexcept {
 }
 
 // mmap, counted and open to fault injection as `call` (an injected failure sets errno).
-void* Mmap(Call call, void* at, std::size_t length, int flags) noexcept {
+void* Mmap(Call call, void* at, std::size_t length, int flags, int fd = -1) noexcept {
   counters().mmap.fetch_add(1, std::memory_order_relaxed);
   if (const int injected = InjectedFault(call, length); injected != 0) {
     errno = injected;
     return MAP_FAILED;
   }
-  return ::mmap(at, length, PROT_READ | PROT_WRITE, flags, -1, 0);
+  return ::mmap(at, length, PROT_READ | PROT_WRITE, flags, fd, 0);
+}
+
+bool FileBacked(const BackingSpec& backing) noexcept {
+  return backing.kind != BackingSpec::Kind::kAnonymous;
 }
 
 // Makes [at, at + length) a PROT_NONE reservation again, whatever is there now (a chunk, a
@@ -173,6 +187,18 @@ absl::Status ThpMissing(std::size_t length, bool eligible, std::string_view deta
       detail, kAllowFallback));
 }
 
+// THP for a memfd or tmpfs chunk is shmem's: its own sysfs switch (and tmpfs's huge= mount option).
+absl::Status ShmemThpMissing(std::size_t length, const std::string& backing) {
+  const std::string enabled = ReadSysfsChoice("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "the kernel gave no transparent huge pages to a %s chunk backed by %s: shmem THP is [%s] "
+      "(/sys/kernel/mm/transparent_hugepage/shmem_enabled; a tmpfs mount's huge= option decides "
+      "for its files): `echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled`, use "
+      "hugetlb pages (PoolOptions::page_size = PageSize::k2M: MFD_HUGETLB or a hugetlbfs "
+      "directory), or %s",
+      FormatBytes(length), backing, enabled, kAllowFallback));
+}
+
 // Faults every page of a fresh anonymous mapping in, writable, in steps of kPopulateStep (os.h).
 
 absl::Status Populate(void* at, std::size_t length) {
@@ -224,7 +250,7 @@ absl::Status BindFailed(std::size_t length, int node, int err) {
 }
 
 absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize size, bool populate,
-                                       int node) {
+                                       int node, const BackingSpec& backing) {
   if (node >= 0 && NodeFreeHugePages(node, PageBytes(size)) < length / PageBytes(size)) {
     // The global count may have pages, but a bound mapping can fault only in its node's pool (and
     // gets SIGBUS, or EFAULT from a registration, when that is empty).
@@ -239,10 +265,16 @@ absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize si
   // No MAP_NORESERVE: the pages are reserved now, so later faults cannot fail. Bound to a node,
   // the pages are faulted in only after the binding (and the move into place).
   const bool populate_now = populate && node < 0;
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB |
-                    (size == PageSize::k1G ? kMapHuge1G : kMapHuge2M) |
+  // A memfd or hugetlbfs file: its own hugetlb pages, reserved at mmap time like anonymous ones.
+  ChunkFile file;
+  if (FileBacked(backing)) {
+    PINPOOL_ASSIGN_OR_RETURN(file, CreateChunkFile(backing, length, PageBytes(size)));
+  }
+  const int flags = (file.fd() >= 0 ? MAP_SHARED
+                                    : MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB |
+                                          (size == PageSize::k1G ? kMapHuge1G : kMapHuge2M)) |
                     (populate_now ? MAP_POPULATE : 0);
-  void* fresh = Mmap(Call::kMapHugetlb, nullptr, length, flags);
+  void* fresh = Mmap(Call::kMapHugetlb, nullptr, length, flags, file.fd());
   if (fresh == MAP_FAILED) return HugetlbMissing(size, length, errno);  // range untouched
   if (node >= 0) {
     if (const int err = BindToNode(fresh, length, node); err != 0) {
@@ -269,7 +301,7 @@ absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize si
       }
       // Before Linux 5.16 hugetlb mappings cannot be mremapped: map in place. A failure here
       // opens a hole for an instant (closed by Rereserve), which the path above avoids.
-      if (Mmap(Call::kMapHugetlb, at, length, flags | MAP_FIXED) == MAP_FAILED) {
+      if (Mmap(Call::kMapHugetlb, at, length, flags | MAP_FIXED, file.fd()) == MAP_FAILED) {
         const int map_err = errno;
         Rereserve(at, length);
         return HugetlbMissing(size, length, map_err);
@@ -295,15 +327,21 @@ absl::StatusOr<MappedChunk> MapHugetlb(void* at, std::size_t length, PageSize si
         "asked for %s huge pages, smaps reports a different page size for the %s chunk at %p",
         FormatBytes(PageBytes(size)), FormatBytes(length), at));
   }
+  if (got.ok()) got->file = std::move(file);
   return got;
 }
 
-// THP (`thp`) or 4 KiB pages. A failure to get memory at all is final: a smaller page size would
-// need the same mmap.
-absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp, bool require,
-                                         bool populate, int node) {
-  if (Mmap(Call::kMapAnonymous, at, length, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED) ==
-      MAP_FAILED) {
+// THP (`thp`) or 4 KiB pages, anonymous or of the chunk's own file (shmem: a memfd or tmpfs). A
+// failure to get memory at all is final: a smaller page size would need the same mmap.
+absl::StatusOr<MappedChunk> MapSmallPages(void* at, std::size_t length, bool thp, bool require,
+                                          bool populate, int node, const BackingSpec& backing) {
+  ChunkFile file;
+  if (FileBacked(backing)) {
+    PINPOOL_ASSIGN_OR_RETURN(file, CreateChunkFile(backing, length, 0));
+  }
+  const int flags =
+      file.fd() >= 0 ? MAP_SHARED | MAP_FIXED : MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+  if (Mmap(Call::kMapAnonymous, at, length, flags, file.fd()) == MAP_FAILED) {
     const int err = errno;
     Rereserve(at, length);
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -320,6 +358,7 @@ absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp,
   if (thp) {
     if (const int err = Madvise(at, length, MADV_HUGEPAGE); err != 0 && require) {
       Rereserve(at, length);  // EINVAL: a kernel built without THP
+      if (file.fd() >= 0) return ShmemThpMissing(length, file.Describe());
       return ThpMissing(length, /*eligible=*/false,
                         absl::StrFormat("; madvise(MADV_HUGEPAGE): %s", std::strerror(err)));
     }
@@ -341,8 +380,10 @@ absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp,
   if (populate && got->huge_bytes == 0) got->page_size = PageSize::k4K;
   if (thp && require && got->page_size != PageSize::kTransparent) {
     Rereserve(at, length);
+    if (file.fd() >= 0) return ShmemThpMissing(length, file.Describe());
     return ThpMissing(length, eligible, "");
   }
+  got->file = std::move(file);
   return got;
 }
 
@@ -351,7 +392,8 @@ absl::StatusOr<MappedChunk> MapAnonymous(void* at, std::size_t length, bool thp,
 namespace {
 
 absl::StatusOr<MappedChunk> MapChunkImpl(void* at, std::size_t length, PageSize largest,
-                                         bool require, bool populate, int node) {
+                                         bool require, bool populate, int node,
+                                         const BackingSpec& backing) {
   const auto addr = reinterpret_cast<std::uintptr_t>(at);
   if (at == nullptr || length == 0 || addr % kBasePage != 0 || length % kBasePage != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -368,14 +410,29 @@ absl::StatusOr<MappedChunk> MapChunkImpl(void* at, std::size_t length, PageSize 
         "of %s",
         FormatBytes(PageBytes(largest)), FormatBytes(length), at, FormatBytes(PageBytes(largest))));
   }
+  // A directory's filesystem decides which page sizes its files can have.
+  std::optional<PageSize> only;  // hugetlbfs: the mount's size and nothing else
+  bool no_hugetlb = false;       // tmpfs: no hugetlb sizes
+  if (backing.kind == BackingSpec::Kind::kFile) {
+    PINPOOL_ASSIGN_OR_RETURN(Filesystem fs,
+                             CheckBackingDirectory(backing.directory, largest, require, length));
+    if (fs.kind == Filesystem::Kind::kHugetlbfs) {
+      only = fs.hugetlb_page_bytes == PageBytes(PageSize::k1G) ? PageSize::k1G : PageSize::k2M;
+    } else {
+      no_hugetlb = true;
+    }
+  }
   for (PageSize s : PageSizesToTry(largest, require)) {
     if (!fits(s)) continue;
-    if (s == PageSize::k1G || s == PageSize::k2M) {
-      absl::StatusOr<MappedChunk> got = MapHugetlb(at, length, s, populate, node);
-      if (got.ok() || require) return got;
+    const bool hugetlb = s == PageSize::k1G || s == PageSize::k2M;
+    if ((only && s != *only) || (hugetlb && no_hugetlb)) continue;
+    if (hugetlb) {
+      absl::StatusOr<MappedChunk> got = MapHugetlb(at, length, s, populate, node, backing);
+      // A hugetlbfs file has no smaller pages to fall back to.
+      if (got.ok() || require || only) return got;
       continue;  // the range is a reservation again: try smaller pages
     }
-    return MapAnonymous(at, length, s == PageSize::kTransparent, require, populate, node);
+    return MapSmallPages(at, length, s == PageSize::kTransparent, require, populate, node, backing);
   }
   return absl::InternalError("no page size to try");  // unreachable: 4 KiB always fits
 }
@@ -392,8 +449,9 @@ std::vector<PageSize> PageSizesToTry(PageSize largest, bool require) {
 }
 
 absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
-                                     bool populate, int node) {
-  absl::StatusOr<MappedChunk> got = MapChunkImpl(at, length, largest, require, populate, node);
+                                     bool populate, int node, const BackingSpec& backing) {
+  absl::StatusOr<MappedChunk> got =
+      MapChunkImpl(at, length, largest, require, populate, node, backing);
   if (got.ok()) {
     counters().chunk_bytes.fetch_add(static_cast<std::int64_t>(length), std::memory_order_relaxed);
   }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,6 +52,7 @@ enum class Call : std::uint8_t {
                   // domain and of IoUringDomain (ENOMEM: RLIMIT_MEMLOCK)
   kMapMetadata,   // mmap of allocator metadata (MapMetadata)
   kBindNode,      // mbind of a chunk to its NUMA node (EINVAL: no such node)
+  kCreateFile,    // memfd_create or open(O_CREAT | O_EXCL) of a chunk's file, and its ftruncate
 };
 using FaultHook = int (*)(Call call, std::size_t length);
 // Installs `hook` (null removes it); returns the previous one.
@@ -75,10 +77,78 @@ void Release(Range range, std::size_t chunk_bytes = 0) noexcept;
 // chunk's address or length is not a multiple of.) pinpool-info's plan walks the same list.
 std::vector<PageSize> PageSizesToTry(PageSize largest, bool require);
 
+// What backs a chunk's pages (docs/backing.md). Anonymous: private anonymous memory. Memfd: one
+// memfd per chunk (MFD_HUGETLB for hugetlb page sizes), sealed against shrinking and growing.
+// File: one file per chunk, created in `directory` (tmpfs or hugetlbfs: the only filesystems
+// whose pages the kernel lets a device long-term pin for write, see FilesystemOf).
+struct BackingSpec {
+  enum class Kind : std::uint8_t { kAnonymous, kMemfd, kFile };
+  Kind kind = Kind::kAnonymous;
+  std::string directory;  // kFile: where the chunk's file is created
+  std::string name;       // kMemfd, kFile: the memfd's name or the file's name (no '/')
+};
+
+// The file behind one chunk (memfd or a file in a directory): the one owner of its descriptor
+// and, for a file in a directory, of its name. Closing it (Close, the destructor) closes the
+// descriptor and unlinks the file; the mapping keeps the pages alive until it is unmapped, so
+// the owner closes after unmapping. Empty (fd() < 0) for anonymous chunks. Movable, not
+// copyable: whoever holds it decides when the chunk's memory stops being reachable by name or
+// by descriptor. Not thread-safe (its owner serializes).
+class ChunkFile {
+ public:
+  ChunkFile() = default;
+  ChunkFile(int fd, std::string path) noexcept : fd_(fd), path_(std::move(path)) {}
+  ChunkFile(ChunkFile&& other) noexcept { *this = std::move(other); }
+  ChunkFile& operator=(ChunkFile&& other) noexcept;
+  ChunkFile(const ChunkFile&) = delete;
+  ChunkFile& operator=(const ChunkFile&) = delete;
+  ~ChunkFile() { Close(); }
+
+  int fd() const noexcept { return fd_; }
+  // The file's path (kFile); empty for a memfd.
+  const std::string& path() const noexcept { return path_; }
+  // Truncation is refused by seals (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, memfd only).
+  bool sealed() const noexcept { return sealed_; }
+  // The hugetlb page size of the file; 0 when its pages are not hugetlb.
+  std::size_t hugetlb_page_bytes() const noexcept { return hugetlb_page_bytes_; }
+  // "memfd", "memfd hugetlb 2M", "file /dev/shm/pinpool-...": what ChunkStats::backing shows.
+  std::string Describe() const;
+
+  void set_sealed(bool sealed) noexcept { sealed_ = sealed; }
+  void set_hugetlb_page_bytes(std::size_t bytes) noexcept { hugetlb_page_bytes_ = bytes; }
+  // Closes the descriptor and unlinks the file (if it has a path). Idempotent.
+  void Close() noexcept;
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+  bool sealed_ = false;
+  std::size_t hugetlb_page_bytes_ = 0;
+};
+
 struct MappedChunk {
   PageSize page_size = PageSize::k4K;  // verified from /proc/self/smaps
   std::size_t huge_bytes = 0;          // bytes backed by huge pages
+  ChunkFile file;                      // memfd or file chunks: its file, now the caller's
 };
+
+// The filesystem a directory is on, as far as chunks care (FilesystemOf).
+struct Filesystem {
+  enum class Kind : std::uint8_t { kTmpfs, kHugetlbfs, kOther };
+  Kind kind = Kind::kOther;
+  std::uint64_t magic = 0;             // statfs f_type
+  std::size_t hugetlb_page_bytes = 0;  // kHugetlbfs: the mount's page size
+};
+// What statfs says of `directory`. Errors: kNotFound (no such directory), kPermissionDenied,
+// kInvalidArgument (not a directory).
+absl::StatusOr<Filesystem> FilesystemOf(const std::string& directory);
+// Whether chunks of `chunk_size` bytes with the page policy (`largest`, `require`) can be files
+// in `directory`: it exists, is a directory this process can create files in, and is on tmpfs or
+// hugetlbfs (the kernel refuses long-term write pins of other file pages: ordinary page-cache
+// files and fsdax; docs/backing.md), whose page size, for hugetlbfs, the policy allows. Returns
+// its Filesystem, or kInvalidArgument / kFailedPrecondition saying which and what to do.
+absl::StatusOr<Filesystem> CheckBackingDirectory(const std::string& directory, PageSize largest,
+                                                 bool require, std::size_t chunk_size);
 
 // MapChunk populates in steps of this many bytes, one madvise(MADV_POPULATE_WRITE) each: the
 // kernel holds the process's mmap lock (shared) for each call, and a thread that needs it
@@ -95,8 +165,14 @@ inline constexpr std::size_t kPopulateStep = std::size_t{1} << 20;
 // supply are skipped. Marks the range MADV_DONTFORK. On error the range is left reserved exactly
 // as before. Errors: kFailedPrecondition (required huge pages not available, with the sysctl to
 // fix it), kResourceExhausted (out of memory).
+//
+// With a memfd or file `backing`, the chunk is one file of `length` bytes (created, sized, sealed
+// if a memfd) mapped MAP_SHARED over the range, and the MappedChunk owns the file; the same page
+// policy applies (hugetlb through MFD_HUGETLB or a hugetlbfs directory, whose mount fixes the
+// page size; THP through shmem's MADV_HUGEPAGE), and a failure leaves neither a mapping nor a file
+// (kAlreadyExists when the file exists already).
 absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize largest, bool require,
-                                     bool populate, int node = -1);
+                                     bool populate, int node = -1, const BackingSpec& backing = {});
 // OK when `bytes` of hugetlb pages of `size` are free now, in `node`'s own pool when node >= 0
 // (a bound mapping faults only there), else the system's less those promised to other mappings;
 // otherwise kFailedPrecondition (as MapChunk's for required huge pages) with the reservation to

@@ -10,10 +10,11 @@
 // physically contiguous). That needs CAP_SYS_ADMIN (PFNs read as 0 without it); otherwise the
 // chunk is credited min(its overlap, the VMA's AnonHugePages), which can over-count.
 //
-// Page size reported for non-hugetlb memory: kTransparent when any byte is THP-backed or when the
-// VMA is THP-eligible (smaps "THPeligible: 1"; its pages can still fault in huge), else k4K.
-// Stateless and thread-safe; each query reads smaps afresh (a snapshot; concurrent mmaps elsewhere
-// do not affect the chunk's own entries).
+// Shared chunks (memfd, tmpfs files) report their THP as ShmemPmdMapped rather than
+// AnonHugePages; both count. Page size reported for non-hugetlb memory: kTransparent when any byte
+// is THP-backed or when the VMA is THP-eligible (smaps "THPeligible: 1"; its pages can still fault
+// in huge), else k4K. Stateless and thread-safe; each query reads smaps afresh (a snapshot;
+// concurrent mmaps elsewhere do not affect the chunk's own entries).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -116,8 +117,9 @@ std::vector<Vma> OverlappingVmas(std::string_view smaps, std::uintptr_t lo, std:
     const std::string_view value = line.substr(colon + 1);
     if (key == "KernelPageSize") {
       cur->kernel_page_bytes = ParseKb(value) << 10;
-    } else if (key == "AnonHugePages") {
-      cur->anon_huge_bytes = ParseKb(value) << 10;
+    } else if (key == "AnonHugePages" || key == "ShmemPmdMapped" || key == "FilePmdMapped") {
+      // THP of anonymous memory, of shmem (memfd, tmpfs chunks) and of other files.
+      cur->anon_huge_bytes += ParseKb(value) << 10;
     } else if (key == "THPeligible") {
       cur->thp_eligible = ParseKb(value) == 1;
     } else if (key == "VmFlags") {

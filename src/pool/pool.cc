@@ -44,7 +44,8 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
                                .domains = options.domains,
                                .numa_node = node,
                                .reserve_threads = internal::ReserveThreads(options, node),
-                               .low_watermark = options.low_watermark};
+                               .low_watermark = options.low_watermark,
+                               .backing = internal::ToBackingSpec(options.backing)};
   PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Arena> arena,
                            internal::Arena::Create(std::move(config)));
   PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Heap> heap,
@@ -221,9 +222,17 @@ PoolStats Pool::GetStats() const {
   stats.process_locked_bytes = memlock.locked;
   stats.process_pinned_bytes = memlock.pinned;
   stats.memlock_exempt = memlock.exempt;
-  for (const ChunkInfo& c : a.chunks) {
-    stats.chunks.push_back({c.base, c.size, c.page_size, c.huge_bytes, c.index,
-                            std::vector<Keys>(c.keys, c.keys + c.domain_count)});
+  for (std::size_t i = 0; i < a.chunks.size(); ++i) {
+    const ChunkInfo& c = a.chunks[i];
+    stats.chunks.push_back({.base = c.base,
+                            .size = c.size,
+                            .page_size = c.page_size,
+                            .huge_bytes = c.huge_bytes,
+                            .index = c.index,
+                            .keys = std::vector<Keys>(c.keys, c.keys + c.domain_count),
+                            .numa_node = -1,  // FillGrowthStats: from the placements
+                            .backing = a.backings[i].description,
+                            .sealed = a.backings[i].sealed});
   }
   internal::FillGrowthStats(a, {startup_first_chunk_, startup_initial_size_}, stats);
   for (const internal::ArenaStats::DomainCounters& d : a.domains) {

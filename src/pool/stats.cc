@@ -114,6 +114,20 @@ Value ToValue(PageSize page_size) { return Text(PageSizeName(page_size)); }
 Value ToValue(DomainKind kind) { return Text(DomainKindName(kind)); }
 Value ToValue(Pinning pinning) { return Text(PinningName(pinning), PinningDescription(pinning)); }
 
+Value TakenBackBy(const ChunkStats& c) {
+  if (c.backing.starts_with("file ")) {
+    return Text("file-openers",
+                "any process that can open the file: truncate it, punch a hole in it");
+  }
+  if (c.backing.starts_with("memfd")) {
+    return Text(c.sealed ? "fd-holders" : "fd-holders-truncate",
+                c.sealed ? "a hole punch by a holder of its descriptor (truncation sealed); "
+                           "pinpool gives the descriptor to no one"
+                         : "a holder of its descriptor: truncate, punch a hole");
+  }
+  return Text("nobody", "nothing outside this process (pinpool never unmaps a registered chunk)");
+}
+
 // --- for people: one figure per line with its help; a list's records one per line ------------
 
 std::string TextOf(Unit unit, const Value& v, std::string_view absent) {

@@ -68,6 +68,8 @@ struct Value {
 Value ToValue(PageSize page_size);
 Value ToValue(DomainKind kind);
 Value ToValue(Pinning pinning);
+// What can take a chunk's memory back, from its backing (static text; docs/backing.md).
+Value TakenBackBy(const ChunkStats& chunk);
 template <class T>
 Value ToValue(const T& v) {
   Value out;
@@ -241,6 +243,14 @@ inline constexpr std::array kChunkFields = {
                                    "1G, 2M, THP or 4K: what the kernel gave, from smaps"),
     Member<&ChunkStats::huge_bytes>("huge_bytes", Unit::kBytes, Kind::kGauge,
                                     "bytes backed by huge pages"),
+    Member<&ChunkStats::backing>(
+        "backing", Unit::kText, Kind::kLabel,
+        "what the pages are: anonymous, memfd, memfd hugetlb 2M/1G, or file <path>"),
+    Member<&ChunkStats::sealed>("sealed", Unit::kFlag, Kind::kGauge,
+                                "truncation of its file refused by seals (memfd)"),
+    Derived<ChunkStats>("taken_back_by", Unit::kText, Kind::kLabel,
+                        "what can take the memory from under its registrations (docs/backing.md)",
+                        [](const ChunkStats& c) { return TakenBackBy(c); }),
     Member<&ChunkStats::numa_node>(
         "numa_node", Unit::kNode, Kind::kLabel,
         "the node every sampled page is on (move_pages), when the pool binds chunks", "none"),

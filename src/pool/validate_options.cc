@@ -2,9 +2,28 @@
 #include "pool/validate_options.h"
 
 #include "absl/strings/str_format.h"
+#include "os/os.h"
 #include "util/bytes.h"
+#include "util/status_macros.h"
 
 namespace pinpool::internal {
+
+os::BackingSpec ToBackingSpec(const Backing& backing) {
+  os::BackingSpec spec;
+  switch (backing.kind) {
+    case BackingKind::kAnonymous:
+      spec.kind = os::BackingSpec::Kind::kAnonymous;
+      break;
+    case BackingKind::kMemfd:
+      spec.kind = os::BackingSpec::Kind::kMemfd;
+      break;
+    case BackingKind::kFiles:
+      spec.kind = os::BackingSpec::Kind::kFile;
+      spec.directory = backing.directory;
+      break;
+  }
+  return spec;
+}
 
 absl::Status ValidatePoolOptions(const PoolOptions& o) {
   if (!IsPowerOfTwo(o.chunk_size) || o.chunk_size < kMinChunkSize || o.chunk_size > kMaxChunkSize) {
@@ -49,6 +68,17 @@ absl::Status ValidatePoolOptions(const PoolOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrFormat("PoolOptions::low_watermark (%s) is larger than the budget (%s)",
                         FormatBytes(o.low_watermark), FormatBytes(o.budget)));
+  }
+  if (o.backing.kind != BackingKind::kFiles && !o.backing.directory.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "PoolOptions::backing.directory is %s but backing.kind is not BackingKind::kFiles: the "
+        "directory would be ignored",
+        o.backing.directory));
+  }
+  if (o.backing.kind == BackingKind::kFiles) {
+    PINPOOL_RETURN_IF_ERROR(os::CheckBackingDirectory(o.backing.directory, o.page_size,
+                                                      o.require_page_size, o.chunk_size)
+                                .status());
   }
   return absl::OkStatus();
 }

@@ -68,7 +68,8 @@ std::optional<PageSize> ParsePageSize(std::string_view text) {
 
 std::string UsageText() {
   return R"(usage: pinpool-info [--json] [--chunk-size SIZE] [--budget SIZE]
-                    [--page-size 1G|2M|thp|4K] [--require-page-size] [--try [--device NAME]]
+                    [--page-size 1G|2M|thp|4K] [--require-page-size]
+                    [--backing anonymous|memfd|DIR] [--try [--device NAME]]
 
 Says whether this machine is ready for pinned, registered memory (RDMA devices and what they can
 register, huge pages, THP, RLIMIT_MEMLOCK and CAP_IPC_LOCK, fork mode, io_uring, what each
@@ -80,6 +81,9 @@ options would get here, and every problem found with a concrete fix.
   --budget SIZE         PoolOptions::budget (default 1G): the most the pool may pin
   --page-size P         PoolOptions::page_size: 1G (default), 2M, thp or 4K: the largest to try
   --require-page-size   PoolOptions::require_page_size: no fallback to smaller pages
+  --backing B           PoolOptions::backing: anonymous (default), memfd, or a directory on
+                        tmpfs or hugetlbfs for one file per chunk; --try shows each chunk's
+                        backing and what can take its pages back (docs/backing.md)
   --try                 really create the pool, with one chunk mapped, pinned and registered
                         (verbs domain when an RDMA port is ACTIVE or --device is given, else
                         the default long-term pin domain), report its stats and destroy it;
@@ -189,6 +193,20 @@ std::optional<ToolOptions> ParseArguments(int argc, char** argv, std::string& er
       }
       o.page_size = *p;
       o.page_size_given = true;
+    } else if (arg == "--backing") {
+      auto v = take();
+      if (!v) return std::nullopt;
+      if (*v == "anonymous") {
+        o.backing = {};
+      } else if (*v == "memfd") {
+        o.backing = {BackingKind::kMemfd, ""};
+      } else if (v->starts_with("/")) {
+        o.backing = {BackingKind::kFiles, std::string(*v)};
+      } else {
+        error = absl::StrFormat(
+            "--backing: \"%s\" is not anonymous, memfd or an absolute directory path", *v);
+        return std::nullopt;
+      }
     } else if (arg == "--device") {
       auto v = take();
       if (!v) return std::nullopt;

@@ -51,6 +51,7 @@ struct ToolOptions {
   PageSize page_size = PoolOptions{}.page_size;
   bool require_page_size = false;
   bool page_size_given = false;  // --page-size named explicitly
+  Backing backing;               // --backing: anonymous, memfd, or files in a directory
   bool try_pool = false;         // --try: really create a one-chunk pool
   std::string device;            // --device: the RDMA device --try registers with
 };

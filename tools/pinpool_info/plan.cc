@@ -30,6 +30,7 @@ std::string Invalid(const ToolOptions& o) {
   options.budget = o.budget;
   options.page_size = o.page_size;
   options.require_page_size = o.require_page_size;
+  options.backing = o.backing;
   const absl::Status s = internal::ValidatePoolOptions(options);
   return s.ok() ? "" : std::string(s.message());
 }
@@ -131,6 +132,7 @@ TryResult TryPool(const ToolOptions& options, const Facts& facts) {
   o.budget = options.budget;
   o.page_size = options.page_size;
   o.require_page_size = options.require_page_size;
+  o.backing = options.backing;
   o.initial_size = options.chunk_size;
 
   bool active = false;
