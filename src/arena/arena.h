@@ -52,6 +52,7 @@
 #include "os/os.h"
 #include "pinpool/domain.h"
 #include "pinpool/keys.h"
+#include "util/latency.h"
 #include "util/mutex.h"
 
 namespace pinpool::internal {
@@ -75,10 +76,12 @@ struct ArenaStats {
     std::string name;
     DomainKind kind = DomainKind::kCustom;
     Pinning pinning = Pinning::kNone;
-    std::uint64_t registrations = 0;     // successful Register() calls, ever
-    std::uint64_t registered_bytes = 0;  // bytes registered now
-    double seconds = 0;                  // total time in Register()
-    double max_seconds = 0;              // slowest Register()
+    std::uint64_t registrations = 0;      // successful Register() calls, ever
+    std::uint64_t registered_bytes = 0;   // bytes registered now
+    double seconds = 0;                   // total time in Register()
+    double max_seconds = 0;               // slowest Register()
+    LatencyHistogram register_latency;    // each successful Register()
+    LatencyHistogram deregister_latency;  // each Deregister()
   };
   struct Placement {
     int node = -1;  // verified node of every sampled page; -1 mixed or none present
@@ -99,6 +102,8 @@ struct ArenaStats {
   std::uint64_t growth_waits = 0;        // allocations that waited for a chunk in flight
   std::uint64_t trims = 0;               // chunks given back
   std::uint64_t trimmed_bytes = 0;
+  LatencyHistogram growth_latency;  // each chunk built (map, populate, register) and published
+  LatencyHistogram trim_latency;    // each chunk deregistered and unmapped by Trim
   int numa_node = -1;
   std::vector<Placement> placements;  // placements[i] is chunks[i]'s
   std::size_t pinned_bytes = 0;       // chunks held by a long-term pinning domain
@@ -202,6 +207,7 @@ class Arena {
     std::unique_ptr<ChunkInfo> chunk;
     ArenaStats::Placement placement;
     double seconds[kMaxDomains] = {};  // time in each domain's Register
+    double build_seconds = 0;          // the whole build: map, populate, register, place
   };
 
   Arena(ArenaConfig config, os::Range range);
@@ -220,6 +226,8 @@ class Arena {
   void* CarveLocked(std::size_t size, std::size_t alignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool BelowWatermarkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::size_t DomainsThatPin(Pinning kind) const noexcept;
+  // Domain `d`'s Deregister of `keys`, timed (the caller holds domain_mu_[d] where needed).
+  void DeregisterTimed(std::size_t d, const Keys& keys);
 
   const ArenaConfig config_;
   const os::Range range_;
@@ -231,6 +239,11 @@ class Arena {
   const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
   // Domains that did not opt into concurrent registration are called one chunk at a time.
   const std::unique_ptr<Mutex[]> domain_mu_;
+  // Latency histograms, recorded lock-free where the slow work happens (util/latency.h).
+  const std::unique_ptr<LatencyRecorder[]> register_latency_;    // per domain
+  const std::unique_ptr<LatencyRecorder[]> deregister_latency_;  // per domain
+  LatencyRecorder growth_latency_;
+  LatencyRecorder trim_latency_;
 
   mutable Mutex mu_;
   CondVar chunk_done_;       // a chunk in flight was published or failed

@@ -11,6 +11,8 @@
 // only make the grower add the chunk again.
 //
 // Thread safety: as the arena; Trim may race with Carve, growth and other Trims.
+#include <chrono>
+
 #include "arena/arena.h"
 #include "util/check.h"
 
@@ -33,11 +35,13 @@ std::size_t Arena::Trim(std::size_t floor_bytes) {
     uncarved_now_.store(uncarved_, std::memory_order_relaxed);
     table_[i].store(kSlowFreeTag, std::memory_order_release);
     mu_.Unlock();
+    const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t d = c.domain_count; d-- > 0;) {
       MutexLock serial(&domain_mu_[d]);
-      config_.domains[d]->Deregister(c.keys[d]);
+      DeregisterTimed(d, c.keys[d]);
     }
     os::UnmapChunk(reinterpret_cast<void*>(c.base), size);
+    trim_latency_.RecordSince(t0);
     mu_.Lock();
     for (std::size_t d = 0; d < c.domain_count; ++d) domain_counters_[d].registered_bytes -= size;
     retired_.push_back(std::move(chunks_[i]));

@@ -50,6 +50,8 @@ void FillGrowthStats(const ArenaStats& a, const StartupTimes& startup, PoolStats
   g.seconds_to_first_chunk = startup.first_chunk;
   g.seconds_to_initial_size = startup.initial_size;
   g.numa_node = a.numa_node;
+  g.growth_latency = a.growth_latency;
+  g.trim_latency = a.trim_latency;
   stats.growths = a.chunks.size() + a.trims;
   for (std::size_t i = 0; i < stats.chunks.size() && i < a.placements.size(); ++i) {
     stats.chunks[i].numa_node = a.placements[i].node;

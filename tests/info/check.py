@@ -380,7 +380,7 @@ def check_demo(demo):
     check(list(s["growth"].keys()) == documented_fields("growth."), f"growth fields {list(s['growth'].keys())}")
     check(list(s["domains"][0].keys()) == documented_fields("domains[]."), f"domain fields {list(s['domains'][0].keys())}")
     check(s["grants"]["connections"] == 0 and s["grants"]["live"] == 0, f"demo grants {s['grants']}")
-    check(s["allocated_bytes"] >= 64 + 4096 + 65536 + (1 << 20), f"allocated {s['allocated_bytes']}")
+    check(s["live_bytes"] >= 64 + 4096 + 65536 + (1 << 20), f"live {s['live_bytes']}")
     check(0 <= s["heap_fragmentation"] < 1, f"heap_fragmentation {s['heap_fragmentation']}")
     c = s["chunks"][0]
     check(list(c) == documented_fields("chunks[]."), f"chunk fields {list(c)}")

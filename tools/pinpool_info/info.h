@@ -37,8 +37,9 @@
 namespace pinpool::info {
 
 // Bumped when a JSON field changes meaning or disappears (new fields do not bump it). 2: the
-// pool stats' pinned/locked fields, memlock headroom per counter.
-inline constexpr int kSchemaVersion = 3;
+// pool stats' pinned/locked fields, memlock headroom per counter. 4: the stats' allocated_bytes
+// (live and cached blocks together) split into live_bytes and cached_bytes.
+inline constexpr int kSchemaVersion = 4;
 
 // --- command line ------------------------------------------------------------------------------
 
