@@ -3,12 +3,17 @@
 Python client Prometheus maintains; Debian's python3-prometheus-client), for a made-up snapshot
 with every kind of figure and for a running pool's scrape. The parser is strict: a malformed line,
 a counter without `_total`, a histogram whose buckets do not add up, a missing `# EOF` all raise.
-Then checks that what it read is what the snapshot holds. Usage: check.py <openmetrics_dump>.
+Then checks that what it read is what the snapshot holds. With pinpool-info's path, also reads
+the running pool as another process does: the pool serves its socket (Pool::ServeMetrics) and
+`pinpool-info --metrics SOCKET` prints what it says.
+Usage: check.py <openmetrics_dump> [<pinpool-info>].
 Exits 0 when all holds, 1 with every failure listed.
 """
 import math
+import os
 import subprocess
 import sys
+import tempfile
 
 try:
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
@@ -27,6 +32,10 @@ def check(ok, what):
 
 def parse(dump, mode):
     text = subprocess.run([dump, mode], check=True, capture_output=True, text=True).stdout
+    return parse_text(text, mode)
+
+
+def parse_text(text, mode):
     try:
         return {f.name: f for f in text_string_to_metric_families(text)}, text
     except Exception as e:  # the parser's own words: what is malformed, and where
@@ -122,8 +131,26 @@ def synthetic(dump):
           not fam["pinpool_growth_seconds_to_initial_size"].samples, "not yet: no sample")
 
 
-def running(dump):
-    fam, _ = parse(dump, "running")
+def running(dump, info=None):
+    if info is None:
+        fam, _ = parse(dump, "running")
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "metrics.sock")
+            server = subprocess.Popen([dump, "serve", path], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True)
+            try:
+                check(server.stdout.readline().strip() == "serving", "the pool did not serve")
+                out = subprocess.run([info, "--metrics", path], capture_output=True, text=True)
+                check(out.returncode == 0, f"pinpool-info --metrics: {out.returncode} {out.stderr}")
+            finally:
+                server.stdin.close()
+                server.wait(timeout=30)
+            check(not os.path.exists(path), "the socket outlived the pool")
+            gone = subprocess.run([info, "--metrics", path], capture_output=True, text=True)
+            check(gone.returncode == 1 and "Pool::ServeMetrics" in gone.stderr,
+                  f"no pool serving: exit {gone.returncode}, {gone.stderr!r}")
+        fam, _ = parse_text(out.stdout, "pinpool-info --metrics")
     # Reserve added 2 chunks, the second 1.5 MiB block a third; Trim(2 MiB) gave two back.
     histogram_ok(fam, "pinpool_growth_growth_latency_seconds", 3)
     histogram_ok(fam, "pinpool_domain_register_latency_seconds", 3, domain="fake")
@@ -138,11 +165,13 @@ def running(dump):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
     synthetic(sys.argv[1])
     running(sys.argv[1])
+    if len(sys.argv) == 3:
+        running(sys.argv[1], sys.argv[2])
     for f in failures:
         print("FAIL:", f, file=sys.stderr)
     if not failures:

@@ -2,7 +2,9 @@
 // PoolStats with every kind of figure filled in (chunks, several domains and their run-time
 // figures, grant figures and histograms, held blocks by age, escaping in labels and help); with
 // `running`, the scrape of a live pool after registrations, growth, slow-path allocations and a
-// trim. Not a test by itself: tests/openmetrics/check.py is.
+// trim; with `serve PATH`, that pool serving its metrics at PATH (Pool::ServeMetrics) until
+// standard input closes, for pinpool-info --metrics to read. Not a test by itself:
+// tests/openmetrics/check.py is.
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -59,7 +61,7 @@ PoolStats Synthetic() {
   return s;
 }
 
-int Running() {
+int Running(const char* serve_at) {
   auto domain = std::make_shared<testing::CountingDomain>("fake");
   PoolOptions o;
   o.chunk_size = 2 * kMiB;
@@ -82,7 +84,18 @@ int Running() {
   (*pool)->Deallocate(b);
   (*pool)->Deallocate(c);
   (*pool)->Trim(2 * kMiB);  // gives back the two chunks the large blocks had
-  std::fputs((*pool)->GetStats().ToOpenMetrics().c_str(), stdout);
+  if (serve_at != nullptr) {
+    if (absl::Status s = (*pool)->ServeMetrics(serve_at); !s.ok()) {
+      std::fprintf(stderr, "ServeMetrics: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    std::puts("serving");
+    std::fflush(stdout);
+    while (std::getchar() != EOF) {
+    }
+  } else {
+    std::fputs((*pool)->GetStats().ToOpenMetrics().c_str(), stdout);
+  }
   (*pool)->Deallocate(a);
   return 0;
 }
@@ -95,7 +108,8 @@ int main(int argc, char** argv) {
     std::fputs(pinpool::Synthetic().ToOpenMetrics().c_str(), stdout);
     return 0;
   }
-  if (argc == 2 && std::strcmp(argv[1], "running") == 0) return pinpool::Running();
-  std::fprintf(stderr, "usage: %s synthetic|running\n", argv[0]);
+  if (argc == 2 && std::strcmp(argv[1], "running") == 0) return pinpool::Running(nullptr);
+  if (argc == 3 && std::strcmp(argv[1], "serve") == 0) return pinpool::Running(argv[2]);
+  std::fprintf(stderr, "usage: %s synthetic|running|serve PATH\n", argv[0]);
   return 2;
 }

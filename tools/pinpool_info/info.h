@@ -53,7 +53,12 @@ struct ToolOptions {
   bool page_size_given = false;  // --page-size named explicitly
   bool try_pool = false;         // --try: really create a one-chunk pool
   std::string device;            // --device: the RDMA device --try registers with
+  std::string metrics_socket;    // --metrics: a running pool's socket (Pool::ServeMetrics)
 };
+
+// --metrics: the OpenMetrics text the pool serving `socket_path` sends (Pool::ServeMetrics), or
+// nullopt with `error` saying why (no such socket, nobody listening, refused, cut short).
+std::optional<std::string> ReadMetrics(const std::string& socket_path, std::string& error);
 
 // Parses argv. Returns nullopt and sets `error` on bad arguments; sets `help`/`version` when asked.
 std::optional<ToolOptions> ParseArguments(int argc, char** argv, std::string& error, bool& help,
