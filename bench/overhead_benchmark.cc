@@ -6,8 +6,8 @@
 // reach the target, then 4x as many random frees and re-allocations (each free followed by an
 // allocation of a new size while below the target). Reported at the end, all as counters:
 //   requested        bytes the live blocks asked for
-//   allocated        PoolStats::allocated_bytes (size classes of live blocks and of the free
-//                    blocks waiting in caches)
+//   allocated        PoolStats::live_bytes + cached_bytes (size classes of live blocks and of
+//                    the free blocks waiting in caches)
 //   cached           PoolStats::thread_cache_bytes + transfer_cache_bytes (the caches' part)
 //   heap_active      PoolStats::heap_active_bytes (pages the heap uses for blocks)
 //   mapped, pinned   PoolStats::mapped_bytes / pinned_bytes
@@ -148,12 +148,13 @@ void BM_MixedWorkload(benchmark::State& state) {
     const auto r = static_cast<double>(requested);
     state.counters["blocks"] = static_cast<double>(live.size());
     state.counters["requested"] = r;
-    state.counters["allocated"] = static_cast<double>(s.allocated_bytes);
+    state.counters["allocated"] = static_cast<double>(s.live_bytes + s.cached_bytes);
     state.counters["cached"] = static_cast<double>(s.thread_cache_bytes + s.transfer_cache_bytes);
     state.counters["heap_active"] = static_cast<double>(s.heap_active_bytes);
     state.counters["mapped"] = static_cast<double>(s.mapped_bytes);
     state.counters["pinned"] = static_cast<double>(s.pinned_bytes);
-    state.counters["allocated_per_requested"] = static_cast<double>(s.allocated_bytes) / r;
+    state.counters["allocated_per_requested"] =
+        static_cast<double>(s.live_bytes + s.cached_bytes) / r;
     state.counters["heap_active_per_requested"] = static_cast<double>(s.heap_active_bytes) / r;
     state.counters["mapped_per_requested"] = static_cast<double>(s.mapped_bytes) / r;
     state.counters["pinned_per_requested"] = static_cast<double>(s.pinned_bytes) / r;

@@ -79,6 +79,11 @@ class PINPOOL_EXPORT GrantLock {
   // first count, then summed over every holder on the pool). Name it after the mechanism:
   // "verbs_window_binds", "fabric_region_registrations".
   void Count(std::string_view name, std::string_view help, std::uint64_t n = 1);
+  // Records one event of the mechanism's own that took `seconds` in a latency histogram
+  // (GrantStats::histograms: created with `help` at its first event, then shared by every
+  // holder on the pool). Name it after the mechanism, ending in "_seconds":
+  // "verbs_window_bind_seconds". Time only slow work (a kernel command, a completion awaited).
+  void Record(std::string_view name, std::string_view help, double seconds);
   // A holder starts or stops using the pool.
   void AddHolder();
   void RemoveHolder();

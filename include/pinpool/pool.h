@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -48,6 +49,7 @@ class BackgroundWork;
 struct CApi;
 class GrantRegistry;
 class Heap;
+struct PoolMetrics;
 }  // namespace internal
 
 class GrantLock;
@@ -158,6 +160,16 @@ class PINPOOL_EXPORT Pool {
   std::size_t Trim(std::size_t floor_bytes = 0);
 
   PoolStats GetStats() const;
+  // Serves the pool's metrics to other processes: a Unix socket at `socket_path` (mode 0600,
+  // removed when serving stops) answers each connection with GetStats().ToOpenMetrics() and
+  // closes it; `pinpool-info --metrics PATH` reads it. Off unless called; one socket per pool
+  // (a second call replaces the first). For an HTTP endpoint of the application's own, serve
+  // GetStats().ToOpenMetrics() instead. Errors: kInvalidArgument (path too long),
+  // kAlreadyExists (another process listens there, or the path is not a socket),
+  // kPermissionDenied, kInternal.
+  absl::Status ServeMetrics(const std::string& socket_path);
+  // Stops serving (removes the socket); the destructor does it too.
+  void StopServingMetrics();
   const PoolOptions& options() const noexcept;
   std::size_t chunk_size() const noexcept;
   // The largest size Allocate can serve: 7/8 of chunk_size (one block never spans two chunks).
@@ -229,6 +241,8 @@ class PINPOOL_EXPORT Pool {
   // Seconds Create took to map its first chunk and all of initial_size; -1 when it mapped none.
   double startup_first_chunk_ = -1;
   double startup_initial_size_ = -1;
+  // Last, away from the fast path's line: the slow path's histogram and the metrics socket.
+  std::unique_ptr<internal::PoolMetrics> metrics_;
 };
 
 }  // namespace pinpool

@@ -9,13 +9,21 @@
 // there, and the code that counts it.
 //
 // Figures a domain or a grant mechanism reports about itself at run time (the stats cannot name
-// them in advance) come as `Figure`s in DomainStats::figures and GrantStats::figures; the
-// printers print them after the described ones.
+// them in advance) come as `Figure`s in DomainStats::figures and GrantStats::figures (and its
+// latency histograms as `HistogramFigure`s in GrantStats::histograms); the printers print them
+// after the described ones.
+//
+// Latency histograms (LatencyHistogram) are recorded only where slow work happens (registration,
+// growth, trim, the allocation slow path, grant binds and invalidations), never on the allocation
+// fast path; recording one is a few relaxed atomic adds. ToOpenMetrics writes everything in the
+// text format Prometheus scrapes (docs/metrics.md).
 #ifndef PINPOOL_STATS_H_
 #define PINPOOL_STATS_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,15 +54,39 @@ inline std::optional<std::uint64_t> FigureValue(const std::vector<Figure>& figur
   return std::nullopt;
 }
 
+// How long something took, in fixed buckets: bucket i holds the events that took at most
+// UpperBound(i) seconds and more than UpperBound(i - 1); the bounds double from 1 us (1, 2, 4, ...
+// 2^26 us, about 67 s), the last bucket is unbounded. A snapshot: `count` is the sum of `buckets`.
+struct LatencyHistogram {
+  static constexpr std::size_t kBuckets = 28;
+  static constexpr double UpperBound(std::size_t i) noexcept {
+    return i + 1 >= kBuckets ? std::numeric_limits<double>::infinity()
+                             : 1e-6 * static_cast<double>(std::uint64_t{1} << i);
+  }
+  std::array<std::uint64_t, kBuckets> buckets{};  // events per bucket (not cumulative)
+  std::uint64_t count = 0;                        // events, ever
+  double sum_seconds = 0;                         // their total time
+};
+
+// A latency histogram reported at run time by a grant mechanism (GrantLock::Record). `name` is
+// stable snake_case ending in "_seconds", unique within its list.
+struct HistogramFigure {
+  std::string name;
+  std::string help;  // one line
+  LatencyHistogram histogram{};
+};
+
 struct DomainStats {
   std::string name;
   DomainKind kind = DomainKind::kHost;
-  Pinning pinning = Pinning::kNone;    // what registration does to the pages (Domain::pinning)
-  std::uint64_t registrations = 0;     // successful Register() calls, ever
-  std::uint64_t registered_bytes = 0;  // bytes currently registered
-  double register_seconds = 0;         // total time spent in Register()
-  double max_register_seconds = 0;     // slowest single Register()
-  std::vector<Figure> figures{};       // what the domain reports about itself
+  Pinning pinning = Pinning::kNone;       // what registration does to the pages (Domain::pinning)
+  std::uint64_t registrations = 0;        // successful Register() calls, ever
+  std::uint64_t registered_bytes = 0;     // bytes currently registered
+  double register_seconds = 0;            // total time spent in Register()
+  double max_register_seconds = 0;        // slowest single Register()
+  LatencyHistogram register_latency{};    // each successful Register() of a chunk
+  LatencyHistogram deregister_latency{};  // each Deregister() of a chunk (trim, destruction)
+  std::vector<Figure> figures{};          // what the domain reports about itself
 };
 
 struct ChunkStats {
@@ -79,6 +111,18 @@ struct ChunkStats {
 // `bytes` as pinpool prints sizes ("64 MiB", "1.5 KiB", "17 B"), for messages and reports.
 PINPOOL_EXPORT std::string FormatBytes(std::uint64_t bytes);
 
+// Blocks held for remote grants (GrantStats::held_blocks) by how long ago the application freed
+// them: blocks[i] and bytes[i] count those freed at most kUpperSeconds[i] ago and longer than
+// kUpperSeconds[i - 1]; the last bucket is older than the last bound. A block held for long
+// means a revocation that does not complete (completions not reported, a stuck peer).
+struct HeldAges {
+  static constexpr std::array<double, 7> kUpperSeconds = {0.001, 0.01, 0.1, 1, 10, 60, 600};
+  static constexpr std::size_t kBuckets = kUpperSeconds.size() + 1;
+  std::array<std::uint64_t, kBuckets> blocks{};
+  std::array<std::uint64_t, kBuckets> bytes{};
+  double sum_seconds = 0;  // the held blocks' ages, added up
+};
+
 // Remote grants of one pool (pinpool/verbs_remote_access.h, pinpool/fabric.h), over all its grant
 // holders.
 struct GrantStats {
@@ -89,9 +133,13 @@ struct GrantStats {
   std::uint64_t held_blocks = 0;  // freed while a grant reached them: held until it ends
   std::uint64_t held_bytes = 0;
   std::uint64_t held_ever = 0;  // blocks ever held
+  HeldAges held_ages{};         // the held blocks by how long ago they were freed
   // What each mechanism counts of its own (GrantLock::Count): "verbs_window_binds",
-  // "fabric_region_registrations", ... (docs/remote-access.md lists the verbs ones).
+  // "fabric_region_registrations", "verbs_remote_access_errors", ... (docs/remote-access.md and
+  // docs/metrics.md list the verbs ones).
   std::vector<Figure> figures{};
+  // What each mechanism times of its own (GrantLock::Record): "verbs_window_bind_seconds", ...
+  std::vector<HistogramFigure> histograms{};
 };
 
 // Growth, start-up, trim and placement (PoolOptions::low_watermark, reserve_threads, numa_node;
@@ -109,7 +157,9 @@ struct GrowthStats {
   // vs time to full); -1 until it happens.
   double seconds_to_first_chunk = -1;
   double seconds_to_initial_size = -1;
-  int numa_node = -1;  // the node chunks are bound to; -1: none
+  int numa_node = -1;                 // the node chunks are bound to; -1: none
+  LatencyHistogram growth_latency{};  // each chunk added: mapped, populated, registered, published
+  LatencyHistogram trim_latency{};    // each chunk given back: deregistered and unmapped
 };
 
 struct PINPOOL_EXPORT PoolStats {
@@ -119,13 +169,19 @@ struct PINPOOL_EXPORT PoolStats {
   // fixed. Chunks locked by a resident (mlock) domain: in memory, but they may move.
   std::size_t pinned_bytes = 0;
   std::size_t locked_bytes = 0;
-  std::size_t budget_bytes = 0;       // PoolOptions::budget, rounded down to chunks
-  std::size_t allocated_bytes = 0;    // bytes in blocks handed out of the heap's slabs and spans
-                                      // (size classes): live blocks and the caches' blocks below
-  std::size_t heap_active_bytes = 0;  // pages the heap has in use for blocks (>= allocated)
+  std::size_t budget_bytes = 0;  // PoolOptions::budget, rounded down to chunks
+  // Bytes in live blocks: allocated and not freed by the application (their size classes'
+  // sizes). What tcmalloc calls current_allocated_bytes and jemalloc stats.allocated: 0 once
+  // everything is freed, so a leak check reads this. Blocks freed while a grant reached them are
+  // not live (grants.held_bytes counts them until their revocation completes).
+  std::size_t live_bytes = 0;
+  // Free blocks in the caches, ready to be handed out again: thread_cache_bytes +
+  // transfer_cache_bytes. Not a leak: Trim or a failing allocation drains them.
+  std::size_t cached_bytes = 0;
+  std::size_t heap_active_bytes = 0;  // pages the heap has in use for blocks (>= live + cached)
   std::size_t thread_caches = 0;      // per-thread caches the heap holds (one per thread in use)
-  // Free blocks held in caches (counted in allocated_bytes, ready to be handed out again), and
-  // their bounds. A failing allocation drains them all before it gives up (cache_drains counts).
+  // The caches (cached_bytes is their sum), and their bounds. A failing allocation drains them
+  // all before it gives up (cache_drains counts).
   std::size_t thread_cache_bytes = 0;          // in all per-thread caches together
   std::size_t transfer_cache_bytes = 0;        // on the shared transfer stacks
   std::size_t thread_cache_limit_bytes = 0;    // the most one thread's cache holds (0: no caches)
@@ -139,6 +195,13 @@ struct PINPOOL_EXPORT PoolStats {
   std::size_t process_pinned_bytes = 0;
   std::size_t process_locked_bytes = 0;
   bool memlock_exempt = false;  // CAP_IPC_LOCK: the limit does not apply
+  // (The memory cgroup's ceiling, memory.max against memory.current, belongs beside these
+  // ceilings: one member here and its row in stats_fields.h, and every printer, ToOpenMetrics
+  // included, reports it.)
+  // Allocations that missed the per-thread cache (Allocate's slow path: a refill from the central
+  // lists, a large block, a thread's first allocation, growth when the pool is full).
+  LatencyHistogram allocate_slow_latency{};
+  // (Per size class occupancy goes in a section of its own here, described like `chunks`.)
   std::vector<ChunkStats> chunks;
   std::vector<DomainStats> domains;
   GrantStats grants;
@@ -152,7 +215,7 @@ struct PINPOOL_EXPORT PoolStats {
   std::optional<std::size_t> pin_headroom() const noexcept;
   std::optional<std::size_t> lock_headroom() const noexcept;
   // Share of the heap's active pages that no block uses (size-class rounding, partly used runs):
-  // 1 - allocated/heap_active, in [0, 1]; 0 when nothing is active.
+  // 1 - (live + cached + held)/heap_active, in [0, 1]; 0 when nothing is active.
   double heap_fragmentation() const noexcept;
   // Bytes mapped (and registered) that are not in a block or a cache, and their share of what is
   // mapped (0 when nothing is).
@@ -161,10 +224,18 @@ struct PINPOOL_EXPORT PoolStats {
 
   // Multi-line, human-readable.
   std::string ToString() const;
+  // Every figure in the OpenMetrics text format (what Prometheus scrapes; ends with "# EOF"),
+  // for an application's own metrics endpoint: serve it with kOpenMetricsContentType. Metric
+  // names are pinpool_<section>_<field>; docs/metrics.md lists them.
+  std::string ToOpenMetrics() const;
   // One JSON object with every field above and the derived figures, for tools. Field names are
   // stable; docs/pinpool-info.md ("Pool stats") lists them.
   std::string ToJson() const;
 };
+
+// The Content-Type of PoolStats::ToOpenMetrics's text, for an HTTP endpoint.
+inline constexpr std::string_view kOpenMetricsContentType =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 }  // namespace pinpool
 

@@ -128,6 +128,21 @@ struct VerbsGrantFigures {
   static constexpr std::string_view kWindowsDiscarded = "verbs_windows_discarded";
   static constexpr std::string_view kRegionRegistrations = "verbs_region_registrations";
   static constexpr std::string_view kRegionDeregistrations = "verbs_region_deregistrations";
+  // Completions OnCompletion saw with IBV_WC_REM_ACCESS_ERR: the peer refused a request of this
+  // side (the application's or pinpool's) for its rkey, range or rights; a stale grant used by
+  // this side is caught here. (A peer's stale access to this side's memory is refused by this
+  // side's device without a completion here: docs/metrics.md.)
+  static constexpr std::string_view kRemoteAccessErrors = "verbs_remote_access_errors";
+  // pinpool's own work requests (binds, invalidations) that completed in error.
+  static constexpr std::string_view kWorkRequestErrors = "verbs_work_request_errors";
+};
+
+// The latency histograms VerbsRemoteAccess records in PoolStats::grants.histograms.
+struct VerbsGrantHistograms {
+  static constexpr std::string_view kWindowBindSeconds = "verbs_window_bind_seconds";
+  static constexpr std::string_view kInvalidateSeconds = "verbs_invalidate_seconds";
+  static constexpr std::string_view kRegionRegisterSeconds = "verbs_region_register_seconds";
+  static constexpr std::string_view kRegionDeregisterSeconds = "verbs_region_deregister_seconds";
 };
 
 class PINPOOL_EXPORT VerbsRemoteAccess {

@@ -50,6 +50,8 @@ Arena::Arena(ArenaConfig config, os::Range range)
       table_(new std::atomic<std::uintptr_t>[max_chunks_]),
       carved_end_(new std::atomic<std::size_t>[max_chunks_]),
       domain_mu_(new Mutex[config_.domains.size()]),
+      register_latency_(new LatencyRecorder[config_.domains.size()]),
+      deregister_latency_(new LatencyRecorder[config_.domains.size()]),
       slots_(max_chunks_, Slot::kEmpty),
       chunks_(max_chunks_),
       carved_(max_chunks_, 0),
@@ -79,13 +81,19 @@ Arena::~Arena() {
     if (slots_[i] != Slot::kReady) continue;
     ChunkInfo& c = *chunks_[i];
     table_[c.index].store(kSlowFreeTag, std::memory_order_release);
-    for (std::size_t d = c.domain_count; d-- > 0;) config_.domains[d]->Deregister(c.keys[d]);
+    for (std::size_t d = c.domain_count; d-- > 0;) DeregisterTimed(d, c.keys[d]);
     chunk_bytes += c.size;
   }
   os::Release(range_, chunk_bytes);  // unmaps every chunk with the reservation
   // Only now, with nothing mapped or registered any more: close the chunks' files (and unlink
   // those in a directory).
   for (os::ChunkFile& f : files_) f.Close();
+}
+
+void Arena::DeregisterTimed(std::size_t d, const Keys& keys) {
+  const auto t0 = std::chrono::steady_clock::now();
+  config_.domains[d]->Deregister(keys);
+  deregister_latency_[d].RecordSince(t0);
 }
 
 std::size_t Arena::DomainsThatPin(Pinning kind) const noexcept {
@@ -146,13 +154,14 @@ absl::Status Arena::RegisterAll(ChunkInfo& c, double* seconds) {
       keys = domain.Register(reinterpret_cast<void*>(c.base), c.size);
     }
     seconds[d] = SecondsSince(t0);
+    if (keys.ok()) register_latency_[d].RecordSeconds(seconds[d]);
     if (!keys.ok()) {
       for (std::size_t undo = d; undo-- > 0;) {
         if (config_.domains[undo]->concurrent_registration()) {
-          config_.domains[undo]->Deregister(c.keys[undo]);
+          DeregisterTimed(undo, c.keys[undo]);
         } else {
           MutexLock serial(&domain_mu_[undo]);
-          config_.domains[undo]->Deregister(c.keys[undo]);
+          DeregisterTimed(undo, c.keys[undo]);
         }
       }
       c.domain_count = 0;
@@ -168,6 +177,7 @@ absl::Status Arena::RegisterAll(ChunkInfo& c, double* seconds) {
 }
 
 absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
+  const auto start = std::chrono::steady_clock::now();
   const std::size_t size = config_.chunk_size;
   Built built;
   built.chunk = std::make_unique<ChunkInfo>();
@@ -209,13 +219,14 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
     if (!bad.ok()) {
       for (std::size_t d = c.domain_count; d-- > 0;) {
         MutexLock serial(&domain_mu_[d]);
-        config_.domains[d]->Deregister(c.keys[d]);
+        DeregisterTimed(d, c.keys[d]);
       }
       os::UnmapChunk(at, size);
       return bad;
     }
   }
   built.file = std::move(mapped.file);
+  built.build_seconds = SecondsSince(start);
   return built;
 }
 
@@ -232,6 +243,7 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
     return built.status();
   }
   ChunkInfo* c = built->chunk.get();
+  growth_latency_.RecordSeconds(built->build_seconds);
   for (std::size_t d = 0; d < c->domain_count; ++d) {
     ArenaStats::DomainCounters& dc = domain_counters_[d];
     ++dc.registrations;
@@ -432,6 +444,12 @@ ArenaStats Arena::Stats() const {
     s.backings.push_back({files_[i].Describe(), files_[i].sealed()});
   }
   s.domains = domain_counters_;
+  for (std::size_t d = 0; d < s.domains.size(); ++d) {
+    s.domains[d].register_latency = register_latency_[d].Snapshot();
+    s.domains[d].deregister_latency = deregister_latency_[d].Snapshot();
+  }
+  s.growth.growth_latency = growth_latency_.Snapshot();
+  s.growth.trim_latency = trim_latency_.Snapshot();
   return s;
 }
 

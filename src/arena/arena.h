@@ -61,6 +61,7 @@
 #include "pinpool/domain.h"
 #include "pinpool/keys.h"
 #include "pinpool/stats.h"
+#include "util/latency.h"
 #include "util/mutex.h"
 
 namespace pinpool::internal {
@@ -85,10 +86,12 @@ struct ArenaStats {
     std::string name;
     DomainKind kind = DomainKind::kCustom;
     Pinning pinning = Pinning::kNone;
-    std::uint64_t registrations = 0;     // successful Register() calls, ever
-    std::uint64_t registered_bytes = 0;  // bytes registered now
-    double seconds = 0;                  // total time in Register()
-    double max_seconds = 0;              // slowest Register()
+    std::uint64_t registrations = 0;      // successful Register() calls, ever
+    std::uint64_t registered_bytes = 0;   // bytes registered now
+    double seconds = 0;                   // total time in Register()
+    double max_seconds = 0;               // slowest Register()
+    LatencyHistogram register_latency;    // each successful Register()
+    LatencyHistogram deregister_latency;  // each Deregister()
   };
   struct Placement {
     int node = -1;  // verified node of every sampled page; -1 mixed or none present
@@ -211,6 +214,7 @@ class Arena {
     ArenaStats::Placement placement;
     double seconds[kMaxDomains] = {};  // time in each domain's Register
     os::ChunkFile file;                // the chunk's file, when it has one
+    double build_seconds = 0;          // the whole build: map, populate, register, place
   };
 
   Arena(ArenaConfig config, os::Range range);
@@ -234,6 +238,8 @@ class Arena {
   // hugetlb controller, not the memory one); 0 otherwise (pages come as the application touches
   // them).
   std::size_t CgroupChargePerChunk() const noexcept;
+  // Domain `d`'s Deregister of `keys`, timed (the caller holds domain_mu_[d] where needed).
+  void DeregisterTimed(std::size_t d, const Keys& keys);
 
   const ArenaConfig config_;
   const os::Range range_;
@@ -247,6 +253,11 @@ class Arena {
   const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
   // Domains that did not opt into concurrent registration are called one chunk at a time.
   const std::unique_ptr<Mutex[]> domain_mu_;
+  // Latency histograms, recorded lock-free where the slow work happens (util/latency.h).
+  const std::unique_ptr<LatencyRecorder[]> register_latency_;    // per domain
+  const std::unique_ptr<LatencyRecorder[]> deregister_latency_;  // per domain
+  LatencyRecorder growth_latency_;
+  LatencyRecorder trim_latency_;
 
   mutable Mutex mu_;
   CondVar chunk_done_;       // a chunk in flight was published or failed

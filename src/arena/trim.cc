@@ -12,6 +12,8 @@
 // only make the grower add the chunk again.
 //
 // Thread safety: as the arena; Trim may race with Carve, growth and other Trims.
+#include <chrono>
+
 #include "arena/arena.h"
 #include "util/check.h"
 
@@ -35,12 +37,14 @@ std::size_t Arena::Trim(std::size_t floor_bytes) {
     table_[i].store(kSlowFreeTag, std::memory_order_release);
     os::ChunkFile file = std::move(files_[i]);
     mu_.Unlock();
+    const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t d = c.domain_count; d-- > 0;) {
       MutexLock serial(&domain_mu_[d]);
-      config_.domains[d]->Deregister(c.keys[d]);
+      DeregisterTimed(d, c.keys[d]);
     }
     os::UnmapChunk(reinterpret_cast<void*>(c.base), size);
     file.Close();  // deregistered and unmapped: now its descriptor, and its name, go too
+    trim_latency_.RecordSince(t0);
     mu_.Lock();
     for (std::size_t d = 0; d < c.domain_count; ++d) domain_counters_[d].registered_bytes -= size;
     retired_.push_back(std::move(chunks_[i]));

@@ -1,6 +1,7 @@
 // GrantLock: the public face of a pool's GrantRegistry and its mutex (see pinpool/grant_lock.h).
 #include "pinpool/grant_lock.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "heap/heap.h"
 #include "pinpool/pool.h"
 #include "pool/grant_registry.h"
+#include "util/latency.h"
 
 namespace pinpool {
 
@@ -69,6 +71,17 @@ void GrantLock::Count(std::string_view name, std::string_view help, std::uint64_
   }
   figures.push_back(
       {.name = std::string(name), .value = n, .counter = true, .help = std::string(help)});
+}
+
+void GrantLock::Record(std::string_view name, std::string_view help, double seconds) {
+  std::vector<HistogramFigure>& histograms = registry_.countersLocked().histograms;
+  auto it = std::find_if(histograms.begin(), histograms.end(),
+                         [&](const HistogramFigure& h) { return h.name == name; });
+  if (it == histograms.end()) {
+    histograms.push_back({.name = std::string(name), .help = std::string(help), .histogram = {}});
+    it = histograms.end() - 1;
+  }
+  internal::AddEvent(it->histogram, seconds);
 }
 
 void GrantLock::AddHolder() { registry_.AddHolderLocked(); }

@@ -59,6 +59,7 @@ GrantRegistry::FreeOutcome GrantRegistry::OnFreeLocked(void* block, std::size_t 
   if (e.freed) return FreeOutcome::kAlreadyHeld;
   e.freed = true;
   e.freed_size = size;
+  e.freed_at = std::chrono::steady_clock::now();
   ++counters_.held_blocks;
   counters_.held_bytes += e.size;
   ++counters_.held_ever;
@@ -86,6 +87,16 @@ GrantStats GrantRegistry::Stats() {
   MutexLock lock(&mu_);
   GrantStats s = counters_;
   s.connections = holders_;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [block, e] : entries_) {
+    if (!e.freed) continue;
+    const double age = std::chrono::duration<double>(now - e.freed_at).count();
+    std::size_t i = 0;
+    while (i < HeldAges::kUpperSeconds.size() && age > HeldAges::kUpperSeconds[i]) ++i;
+    ++s.held_ages.blocks[i];
+    s.held_ages.sum_seconds += age;
+    s.held_ages.bytes[i] += e.size;
+  }
   return s;
 }
 

@@ -17,6 +17,7 @@
 #ifndef PINPOOL_POOL_GRANT_REGISTRY_H_
 #define PINPOOL_POOL_GRANT_REGISTRY_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
@@ -79,13 +80,16 @@ class GrantRegistry {
   // The grant counters, kept by VerbsRemoteAccess under the lock; GrantStats as the pool reports
   // it.
   GrantStats& countersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return counters_; }
+  // The counters, with the held blocks by age (a walk over the granted blocks: not for a hot
+  // path).
   GrantStats Stats();
 
  private:
   struct Entry {
-    std::size_t size = 0;        // as allocated
-    bool freed = false;          // the application freed it: held
-    std::size_t freed_size = 0;  // the size the free named
+    std::size_t size = 0;                              // as allocated
+    bool freed = false;                                // the application freed it: held
+    std::size_t freed_size = 0;                        // the size the free named
+    std::chrono::steady_clock::time_point freed_at{};  // when it was freed (held since)
     std::vector<std::pair<GrantHolder*, std::uint64_t>> grants;
   };
 

@@ -12,6 +12,7 @@
 #include "pool/background.h"
 #include "pool/grant_registry.h"
 #include "pool/growth_stats.h"
+#include "pool/metrics.h"
 #include "pool/placement.h"
 #include "pool/preflight.h"
 #include "pool/validate_options.h"
@@ -76,7 +77,8 @@ Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Hea
       chunk_shift_(arena_->chunk_shift()),
       page_mask_((arena_->chunk_size() >> internal::kPageShift) - 1),
       chunk_table_(arena_->chunk_table()),
-      page_table_(heap_->page_table()) {}
+      page_table_(heap_->page_table()),
+      metrics_(std::make_unique<internal::PoolMetrics>()) {}
 
 namespace {
 
@@ -93,6 +95,7 @@ void StoreForLater(T& field, T value) {
 // slow path's CheckAlive, as long as the Pool's own memory has not been reused. heap_ goes first:
 // the heap lets go of the chunks before they are unmapped.
 Pool::~Pool() {
+  metrics_->server.reset();  // its thread reads the stats: stop it while the pool is whole
   PINPOOL_CHECK(grants_->holders() == 0,
                 "pool %p destroyed while %zu grant holders (VerbsRemoteAccess, FabricRemoteAccess) "
                 "still use it: "
@@ -132,7 +135,10 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
       alignment > arena_->chunk_size()) {
     return {};
   }
+  // Timed here and only here: the fast path (Allocate's cached case) records nothing.
+  const auto start = std::chrono::steady_clock::now();
   void* p = heap_->Allocate(size, alignment);
+  metrics_->allocate_slow.RecordSince(start);
   if (p == nullptr) return {};
   const ChunkInfo* chunk = arena_->ChunkOf(p);
   PINPOOL_DCHECK(chunk != nullptr);
@@ -236,11 +242,16 @@ PoolStats Pool::GetStats() const {
   }
   internal::FillGrowthStats(a, {startup_first_chunk_, startup_initial_size_}, stats);
   for (const internal::ArenaStats::DomainCounters& d : a.domains) {
-    stats.domains.push_back(
-        {d.name, d.kind, d.pinning, d.registrations, d.registered_bytes, d.seconds, d.max_seconds});
+    stats.domains.push_back({d.name, d.kind, d.pinning, d.registrations, d.registered_bytes,
+                             d.seconds, d.max_seconds, d.register_latency, d.deregister_latency});
   }
+  stats.grants = grants_->Stats();
   const internal::Heap::Counts counts = heap_->GetCounts();
-  stats.allocated_bytes = counts.allocated;
+  // The heap counts every block outside its free lists: live ones, cached ones, held ones. The
+  // counts are read one after another while others allocate, so clamp rather than wrap.
+  stats.cached_bytes = counts.thread_cache_bytes + counts.transfer_bytes;
+  const std::size_t not_live = stats.cached_bytes + stats.grants.held_bytes;
+  stats.live_bytes = counts.allocated > not_live ? counts.allocated - not_live : 0;
   stats.heap_active_bytes = counts.active;
   stats.thread_caches = heap_->ThreadCacheCount();
   stats.thread_cache_bytes = counts.thread_cache_bytes;
@@ -248,12 +259,23 @@ PoolStats Pool::GetStats() const {
   stats.thread_cache_limit_bytes = counts.thread_cache_limit;
   stats.transfer_cache_limit_bytes = counts.transfer_limit;
   stats.cache_drains = counts.drains;
-  stats.grants = grants_->Stats();
+  stats.allocate_slow_latency = metrics_->allocate_slow.Snapshot();
   for (std::size_t d = 0; d < stats.domains.size(); ++d) {
     stats.domains[d].figures = arena_->domains()[d]->figures();
   }
   return stats;
 }
+
+absl::Status Pool::ServeMetrics(const std::string& socket_path) {
+  CheckAlive("ServeMetrics");
+  metrics_->server.reset();
+  PINPOOL_ASSIGN_OR_RETURN(metrics_->server, internal::MetricsServer::Start(socket_path, [this] {
+                             return GetStats().ToOpenMetrics();
+                           }));
+  return absl::OkStatus();
+}
+
+void Pool::StopServingMetrics() { metrics_->server.reset(); }
 
 const PoolOptions& Pool::options() const noexcept { return options_; }
 

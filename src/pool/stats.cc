@@ -8,6 +8,7 @@
 #include "pinpool/stats.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -50,12 +51,22 @@ std::optional<std::size_t> PoolStats::lock_headroom() const noexcept {
   return Headroom(*this, process_locked_bytes);
 }
 
+namespace {
+
+// Bytes in blocks the heap handed out: live, cached, and held for grants.
+std::size_t InBlocks(const PoolStats& s) {
+  return s.live_bytes + s.cached_bytes + s.grants.held_bytes;
+}
+
+}  // namespace
+
 double PoolStats::heap_fragmentation() const noexcept {
-  return heap_active_bytes == 0 ? 0 : 1 - Share(allocated_bytes, heap_active_bytes);
+  return heap_active_bytes == 0 ? 0 : 1 - Share(InBlocks(*this), heap_active_bytes);
 }
 
 std::size_t PoolStats::mapped_unused_bytes() const noexcept {
-  return mapped_bytes > allocated_bytes ? mapped_bytes - allocated_bytes : 0;
+  const std::size_t used = InBlocks(*this);
+  return mapped_bytes > used ? mapped_bytes - used : 0;
 }
 
 double PoolStats::mapped_unused_fraction() const noexcept {
@@ -94,6 +105,10 @@ const char* KindName(Kind kind) {
       return "gauge";
     case Kind::kLabel:
       return "label";
+    case Kind::kHistogram:
+      return "histogram";
+    case Kind::kGaugeHistogram:
+      return "gaugehistogram";
   }
   return "?";
 }
@@ -113,6 +128,49 @@ Value Text(std::string_view text, std::string_view display = {}) {
 Value ToValue(PageSize page_size) { return Text(PageSizeName(page_size)); }
 Value ToValue(DomainKind kind) { return Text(DomainKindName(kind)); }
 Value ToValue(Pinning pinning) { return Text(PinningName(pinning), PinningDescription(pinning)); }
+Value ToValue(const LatencyHistogram& histogram) {
+  Value v;
+  v.type = Value::Type::kHistogram;
+  v.histogram = &histogram;
+  return v;
+}
+Value ToValue(const HeldAges& ages) {
+  Value v;
+  v.type = Value::Type::kAges;
+  v.ages = &ages;
+  return v;
+}
+
+namespace {
+
+// "n 12, mean 1.234 ms, max <= 4.096 ms" ("none" when empty).
+std::string HistogramText(const LatencyHistogram& h) {
+  if (h.count == 0) return "none";
+  std::size_t top = 0;
+  for (std::size_t i = 0; i < h.buckets.size(); ++i) top = h.buckets[i] != 0 ? i : top;
+  const Value mean = ToValue(h.sum_seconds / static_cast<double>(h.count));
+  const double bound = LatencyHistogram::UpperBound(top);
+  return absl::StrFormat(
+      "n %d, mean %s, max %s", h.count, TextOf(Unit::kSeconds, mean, {}),
+      std::isinf(bound)
+          ? absl::StrFormat(
+                "> %s", TextOf(Unit::kSeconds, ToValue(LatencyHistogram::UpperBound(top - 1)), {}))
+          : absl::StrCat("<= ", TextOf(Unit::kSeconds, ToValue(bound), {})));
+}
+
+// "2 blocks (8 KiB) <= 0.001 s, 1 (4 KiB) > 600 s" ("none" when nothing is held).
+std::string AgesText(const HeldAges& a) {
+  std::string out;
+  for (std::size_t i = 0; i < HeldAges::kBuckets; ++i) {
+    if (a.blocks[i] == 0) continue;
+    absl::StrAppendFormat(&out, "%s%d (%s) %s %g s", out.empty() ? "" : ", ", a.blocks[i],
+                          FormatBytes(a.bytes[i]), i < HeldAges::kUpperSeconds.size() ? "<=" : ">",
+                          HeldAges::kUpperSeconds[std::min(i, HeldAges::kUpperSeconds.size() - 1)]);
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
 
 Value TakenBackBy(const ChunkStats& c) {
   if (c.backing.starts_with("file ")) {
@@ -142,6 +200,10 @@ std::string TextOf(Unit unit, const Value& v, std::string_view absent) {
     case Value::Type::kText:
       // The prose (a domain's pinning) in brackets: it has commas of its own.
       return v.display.empty() ? std::string(v.text) : absl::StrFormat("[%s]", v.display);
+    case Value::Type::kHistogram:
+      return HistogramText(*v.histogram);
+    case Value::Type::kAges:
+      return AgesText(*v.ages);
     default:
       break;
   }
@@ -184,6 +246,13 @@ bool IsZero(const Value& v) {
       return !v.flag;
     case Value::Type::kText:
       return v.text.empty();
+    case Value::Type::kHistogram:
+      return v.histogram->count == 0;
+    case Value::Type::kAges: {
+      std::uint64_t n = 0;
+      for (std::uint64_t b : v.ages->blocks) n += b;
+      return n == 0;
+    }
   }
   return true;
 }
@@ -192,8 +261,9 @@ bool IsZero(const Value& v) {
 // but zeros (no grant holder yet) is one line.
 template <class S, std::size_t N>
 void TextSection(std::string& out, std::string_view title, const std::array<Field<S>, N>& fields,
-                 const S& s, const std::vector<Figure>& figures = {}) {
-  bool zero = figures.empty();
+                 const S& s, const std::vector<Figure>& figures = {},
+                 const std::vector<HistogramFigure>& histograms = {}) {
+  bool zero = figures.empty() && histograms.empty();
   for (const Field<S>& f : fields) zero = zero && IsZero(Read(f, s));
   if (zero) {
     absl::StrAppendFormat(&out, "%s: all zero\n", title);
@@ -205,6 +275,9 @@ void TextSection(std::string& out, std::string_view title, const std::array<Fiel
   }
   for (const Figure& f : figures) {
     TextLine(out, f.name, absl::StrCat(f.value), f.help);
+  }
+  for (const HistogramFigure& h : histograms) {
+    TextLine(out, h.name, HistogramText(h.histogram), h.help);
   }
 }
 
@@ -222,8 +295,44 @@ std::string TextRecord(std::string_view noun, const std::array<Field<S>, N>& fie
 
 // --- for tools ---------------------------------------------------------------------------------
 
+// A histogram for tools: its count, its sum and its non-empty buckets as [upper bound in seconds
+// (null: unbounded), events in that bucket alone].
+void JsonHistogram(JsonWriter& json, const LatencyHistogram& h) {
+  json.BeginObject().Field("count", h.count).Field("sum_seconds", h.sum_seconds);
+  json.Key("buckets").BeginArray();
+  for (std::size_t i = 0; i < h.buckets.size(); ++i) {
+    if (h.buckets[i] == 0) continue;
+    json.BeginArray();
+    const double bound = LatencyHistogram::UpperBound(i);
+    if (std::isinf(bound)) {
+      json.Null();
+    } else {
+      json.Double(bound);
+    }
+    json.Uint(h.buckets[i]).EndArray();
+  }
+  json.EndArray().EndObject();
+}
+
 void JsonValue(JsonWriter& json, const Value& v) {
   switch (v.type) {
+    case Value::Type::kHistogram:
+      JsonHistogram(json, *v.histogram);
+      return;
+    case Value::Type::kAges:
+      // [upper bound in seconds (null: older than the last), blocks, bytes], every bucket.
+      json.BeginArray();
+      for (std::size_t i = 0; i < HeldAges::kBuckets; ++i) {
+        json.BeginArray();
+        if (i < HeldAges::kUpperSeconds.size()) {
+          json.Double(HeldAges::kUpperSeconds[i]);
+        } else {
+          json.Null();
+        }
+        json.Uint(v.ages->blocks[i]).Uint(v.ages->bytes[i]).EndArray();
+      }
+      json.EndArray();
+      return;
     case Value::Type::kNull:
       json.Null();
       return;
@@ -328,6 +437,13 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
   json.Key("grants").BeginObject();
   JsonFields(json, kGrantFields, s.grants);
   JsonFigures(json, s.grants.figures);
+  json.Key("histograms").BeginArray();
+  for (const HistogramFigure& h : s.grants.histograms) {
+    json.BeginObject().Field("name", h.name).Field("help", h.help).Key("histogram");
+    JsonHistogram(json, h.histogram);
+    json.EndObject();
+  }
+  json.EndArray();
   json.EndObject();
 
   json.Key("growth").BeginObject();
@@ -375,6 +491,7 @@ std::string StatsFieldReference() {
   ReferenceSection(out, "", kPoolSections[2], false);
   ReferenceRows(out, "grants.", kGrantFields);
   ReferenceSection(out, "grants.", kGrantSections[0], true);
+  ReferenceSection(out, "grants.", kGrantSections[1], true);
   ReferenceSection(out, "", kPoolSections[3], false);
   ReferenceRows(out, "growth.", kGrowthFields);
   return out;
@@ -401,10 +518,13 @@ std::string PoolStats::ToString() const {
     for (const Figure& f : d.figures) absl::StrAppendFormat(&out, ", %s %d", f.name, f.value);
     out.push_back('\n');
   }
-  internal::TextSection(out, "grants", internal::kGrantFields, grants, grants.figures);
+  internal::TextSection(out, "grants", internal::kGrantFields, grants, grants.figures,
+                        grants.histograms);
   internal::TextSection(out, "growth", internal::kGrowthFields, growth);
   return out;
 }
+
+std::string PoolStats::ToOpenMetrics() const { return internal::OpenMetricsText(*this); }
 
 std::string PoolStats::ToJson() const {
   internal::JsonWriter json;

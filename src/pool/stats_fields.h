@@ -46,22 +46,25 @@ enum class Unit : std::uint8_t {
 
 // Counter: only grows, counted since the pool was created. Gauge: a level now (or a setting).
 // Label: says which record this is (a domain's name, a chunk's index), not a measurement: an
-// exporter makes it a label of the record's samples.
-enum class Kind : std::uint8_t { kCounter, kGauge, kLabel };
+// exporter makes it a label of the record's samples. Histogram: a LatencyHistogram, events
+// counted ever by how long they took. Gauge histogram: HeldAges, what is there now by age.
+enum class Kind : std::uint8_t { kCounter, kGauge, kLabel, kHistogram, kGaugeHistogram };
 
 const char* UnitName(Unit unit);  // "bytes", "count", "seconds", "ratio", ...
 const char* KindName(Kind kind);  // "counter", "gauge", "label"
 
 // One figure's value, read from a snapshot. Strings view the snapshot or static text.
 struct Value {
-  enum class Type : std::uint8_t { kNull, kUint, kInt, kDouble, kBool, kText };
+  enum class Type : std::uint8_t { kNull, kUint, kInt, kDouble, kBool, kText, kHistogram, kAges };
   Type type = Type::kNull;
   std::uint64_t uint = 0;
   std::int64_t integer = 0;
   double real = 0;
   bool flag = false;
-  std::string_view text;     // the word tools read ("long-term")
-  std::string_view display;  // what people read instead, when not empty
+  std::string_view text;                        // the word tools read ("long-term")
+  std::string_view display;                     // what people read instead, when not empty
+  const LatencyHistogram* histogram = nullptr;  // kHistogram: points into the snapshot
+  const HeldAges* ages = nullptr;               // kAges: points into the snapshot
 };
 
 // The Value of a member, by its type; enums by their stable names.
@@ -70,6 +73,8 @@ Value ToValue(DomainKind kind);
 Value ToValue(Pinning pinning);
 // What can take a chunk's memory back, from its backing (static text; docs/backing.md).
 Value TakenBackBy(const ChunkStats& chunk);
+Value ToValue(const LatencyHistogram& histogram);
+Value ToValue(const HeldAges& ages);
 template <class T>
 Value ToValue(const T& v) {
   Value out;
@@ -153,6 +158,9 @@ struct Section {
 // How people read a value of `unit` ("64 MiB", "1.500 ms", "25.0%", `absent` when missing).
 std::string TextOf(Unit unit, const Value& value, std::string_view absent);
 
+// The OpenMetrics text of a snapshot (PoolStats::ToOpenMetrics; openmetrics.cc).
+std::string OpenMetricsText(const PoolStats& stats);
+
 // The field reference of docs/pinpool-info.md ("Pool stats"), as a Markdown table made from the
 // rows below: the doc carries this text and a test keeps it equal.
 std::string StatsFieldReference();
@@ -171,19 +179,22 @@ inline constexpr std::array kPoolFields = {
                                      "chunks an mlock domain holds (resident, may move)"),
     Member<&PoolStats::budget_bytes>("budget_bytes", Unit::kBytes, Kind::kGauge,
                                      "PoolOptions::budget, in whole chunks"),
-    Member<&PoolStats::allocated_bytes>(
-        "allocated_bytes", Unit::kBytes, Kind::kGauge,
-        "in blocks handed out of the heap's size classes: live blocks and the caches' blocks"),
+    Member<&PoolStats::live_bytes>("live_bytes", Unit::kBytes, Kind::kGauge,
+                                   "in live blocks (allocated, not freed): 0 when everything is "
+                                   "freed; what a leak check reads"),
+    Member<&PoolStats::cached_bytes>(
+        "cached_bytes", Unit::kBytes, Kind::kGauge,
+        "free blocks in the caches, ready to be handed out again (thread + transfer caches)"),
     Member<&PoolStats::heap_active_bytes>("heap_active_bytes", Unit::kBytes, Kind::kGauge,
                                           "pages the heap has in use for blocks"),
     Member<&PoolStats::thread_caches>("thread_caches", Unit::kCount, Kind::kGauge,
                                       "per-thread caches the heap holds"),
     Member<&PoolStats::thread_cache_bytes>(
         "thread_cache_bytes", Unit::kBytes, Kind::kGauge,
-        "free blocks in all per-thread caches (counted in allocated_bytes)"),
+        "free blocks in all per-thread caches (counted in cached_bytes)"),
     Member<&PoolStats::transfer_cache_bytes>(
         "transfer_cache_bytes", Unit::kBytes, Kind::kGauge,
-        "free blocks on the shared transfer stacks (counted in allocated_bytes)"),
+        "free blocks on the shared transfer stacks (counted in cached_bytes)"),
     Member<&PoolStats::thread_cache_limit_bytes>(
         "thread_cache_limit_bytes", Unit::kBytes, Kind::kGauge,
         "the most one thread's cache holds (0: no caches, debug_checks)"),
@@ -207,6 +218,10 @@ inline constexpr std::array kPoolFields = {
                                              "the whole process's VmLck (mlock)"),
     Member<&PoolStats::memlock_exempt>("memlock_exempt", Unit::kFlag, Kind::kGauge,
                                        "CAP_IPC_LOCK: RLIMIT_MEMLOCK does not apply"),
+    // (The memory cgroup's ceiling goes here, beside RLIMIT_MEMLOCK's: pinpool/stats.h.)
+    Member<&PoolStats::allocate_slow_latency>(
+        "allocate_slow_latency_seconds", Unit::kSeconds, Kind::kHistogram,
+        "allocations that missed the thread cache (refill, large block, growth), by duration"),
     Derived<PoolStats>(
         "pin_headroom", Unit::kBytes, Kind::kGauge,
         "memlock_limit - process_pinned_bytes: more that can be long-term pinned (0 when over)",
@@ -217,10 +232,12 @@ inline constexpr std::array kPoolFields = {
         [](const PoolStats& s) { return ToValue(s.lock_headroom()); }, "no limit"),
     Derived<PoolStats>(
         "heap_fragmentation", Unit::kRatio, Kind::kGauge,
-        "1 - allocated / heap_active: active heap pages no block uses (0 when none active)",
+        "1 - (live + cached + held) / heap_active: active heap pages no block uses (0 when none "
+        "active)",
         [](const PoolStats& s) { return ToValue(s.heap_fragmentation()); }),
     Derived<PoolStats>("mapped_unused_bytes", Unit::kBytes, Kind::kGauge,
-                       "mapped - allocated: mapped and registered, in no block or cache",
+                       "mapped - (live + cached + held): mapped and registered, in no block or "
+                       "cache",
                        [](const PoolStats& s) { return ToValue(s.mapped_unused_bytes()); }),
     Derived<PoolStats>("mapped_unused_fraction", Unit::kRatio, Kind::kGauge,
                        "mapped_unused_bytes / mapped_bytes (0 when nothing is mapped)",
@@ -277,6 +294,12 @@ inline constexpr std::array kDomainFields = {
                                            "time spent in Register(), in total"),
     Member<&DomainStats::max_register_seconds>("max_register_seconds", Unit::kSeconds, Kind::kGauge,
                                                "the slowest single Register()"),
+    Member<&DomainStats::register_latency>("register_latency_seconds", Unit::kSeconds,
+                                           Kind::kHistogram,
+                                           "each successful Register() of a chunk, by duration"),
+    Member<&DomainStats::deregister_latency>(
+        "deregister_latency_seconds", Unit::kSeconds, Kind::kHistogram,
+        "each Deregister() of a chunk (trim, destruction), by duration"),
     Derived<DomainStats>(
         "mean_register_seconds", Unit::kSeconds, Kind::kGauge, "register_seconds / registrations",
         [](const DomainStats& d) {
@@ -304,11 +327,16 @@ inline constexpr std::array kGrantFields = {
     Member<&GrantStats::held_bytes>("held_bytes", Unit::kBytes, Kind::kGauge,
                                     "the bytes of those blocks"),
     Member<&GrantStats::held_ever>("held_ever", Unit::kCount, Kind::kCounter, "blocks ever held"),
+    Member<&GrantStats::held_ages>("held_age_seconds", Unit::kSeconds, Kind::kGaugeHistogram,
+                                   "held blocks (and their bytes) by how long ago they were freed"),
 };
-inline constexpr std::array<Section, 1> kGrantSections = {{
+inline constexpr std::array<Section, 2> kGrantSections = {{
     {"figures",
      "what the grant mechanisms report about themselves at run time: `name`, "
      "`value`, `counter`, `help`"},
+    {"histograms",
+     "latency histograms the grant mechanisms record at run time: `name`, `help`, and the "
+     "histogram (`count`, `sum_seconds`, `buckets`)"},
 }};
 
 inline constexpr std::array kGrowthFields = {
@@ -336,6 +364,12 @@ inline constexpr std::array kGrowthFields = {
     Member<&GrowthStats::seconds_to_initial_size>("seconds_to_initial_size", Unit::kSeconds,
                                                   Kind::kGauge,
                                                   "from Create to initial_size mapped", "not yet"),
+    Member<&GrowthStats::growth_latency>(
+        "growth_latency_seconds", Unit::kSeconds, Kind::kHistogram,
+        "each chunk added (mapped, populated, registered with every domain), by duration"),
+    Member<&GrowthStats::trim_latency>(
+        "trim_latency_seconds", Unit::kSeconds, Kind::kHistogram,
+        "each chunk given back (deregistered, unmapped), by duration"),
 };
 inline constexpr std::array<Section, 0> kGrowthSections = {};
 

@@ -456,14 +456,15 @@ class Input {
     FUZZ_CHECK(s.transfer_cache_bytes <= s.transfer_cache_limit_bytes, "transfer %zu over %zu",
                s.transfer_cache_bytes, s.transfer_cache_limit_bytes);
     const std::size_t cached = s.thread_cache_bytes + s.transfer_cache_bytes;
-    FUZZ_CHECK(s.allocated_bytes >= live_bytes + cached,
-               "allocated %zu < live %zu + cached %zu + %zu", s.allocated_bytes, live_bytes,
+    FUZZ_CHECK(s.cached_bytes == cached, "cached %zu != thread %zu + transfer %zu", s.cached_bytes,
                s.thread_cache_bytes, s.transfer_cache_bytes);
-    FUZZ_CHECK(!live_.empty() || s.allocated_bytes == cached,
-               "nothing is live, yet the heap counts %zu bytes allocated and %zu cached",
-               s.allocated_bytes, cached);
-    FUZZ_CHECK(s.heap_active_bytes >= s.allocated_bytes, "active %zu < allocated %zu",
-               s.heap_active_bytes, s.allocated_bytes);
+    FUZZ_CHECK(s.live_bytes >= live_bytes, "live %zu < the %zu bytes asked for", s.live_bytes,
+               live_bytes);
+    FUZZ_CHECK(!live_.empty() || s.live_bytes == 0,
+               "nothing is live, yet the stats count %zu live bytes", s.live_bytes);
+    FUZZ_CHECK(s.heap_active_bytes >= s.live_bytes + s.cached_bytes,
+               "active %zu < live %zu + cached %zu", s.heap_active_bytes, s.live_bytes,
+               s.cached_bytes);
   }
 
   FuzzedDataProvider& in_;

@@ -114,7 +114,7 @@ def has_rdma_device():
 
 def check_host(tool):
     r = tool_json([tool])
-    check(r["schema_version"] == 3, f"schema_version is {r['schema_version']}")
+    check(r["schema_version"] == 4, f"schema_version is {r['schema_version']}")
     for key in ["system", "rdma", "hugepages", "memlock", "pinning", "fork", "io_uring", "pool",
                 "problems"]:
         check(key in r, f"no top-level field {key}")
@@ -216,7 +216,7 @@ def check_host(tool):
                                  "lock_headroom_bytes", "long_term_available", "unavailable_reason"]:
         check(key in helptext, f"--help does not document {key}")
     for bad in (["--page-size", "3M"], ["--chunk-size"], ["--budget", "lots"], ["--bogus"], ["--json=1"],
-                ["--device", "rxe0"]):
+                ["--device", "rxe0"], ["--metrics"], ["--metrics", "/nonexistent.sock", "--json"]):
         proc = run([tool] + bad, expect_rc=2)
         check("pinpool-info:" in proc.stderr and proc.stdout == "", f"{bad}: stderr {proc.stderr!r}")
     invalid = tool_json([tool, "--chunk-size", "3M"])
@@ -380,7 +380,7 @@ def check_demo(demo):
     check(list(s["growth"].keys()) == documented_fields("growth."), f"growth fields {list(s['growth'].keys())}")
     check(list(s["domains"][0].keys()) == documented_fields("domains[]."), f"domain fields {list(s['domains'][0].keys())}")
     check(s["grants"]["connections"] == 0 and s["grants"]["live"] == 0, f"demo grants {s['grants']}")
-    check(s["allocated_bytes"] >= 64 + 4096 + 65536 + (1 << 20), f"allocated {s['allocated_bytes']}")
+    check(s["live_bytes"] >= 64 + 4096 + 65536 + (1 << 20), f"live {s['live_bytes']}")
     check(0 <= s["heap_fragmentation"] < 1, f"heap_fragmentation {s['heap_fragmentation']}")
     c = s["chunks"][0]
     check(list(c) == documented_fields("chunks[]."), f"chunk fields {list(c)}")
@@ -411,7 +411,7 @@ def check_install(build, parent):
         check("libpinpool" not in ldd, f"installed pinpool-info depends on libpinpool: {ldd}")
         check(run([tool, "--version"], env=env).stdout.startswith("pinpool-info "), "--version")
         r = tool_json([tool], env=env)
-        check(r["schema_version"] == 3, "installed tool's JSON")
+        check(r["schema_version"] == 4, "installed tool's JSON")
     finish("install")
 
 

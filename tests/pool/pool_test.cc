@@ -244,7 +244,7 @@ TEST(PoolTest, StatsDescribeChunksDomainsAndBytes) {
   EXPECT_EQ(s.budget_bytes, 64 * kMiB);
   EXPECT_GE(s.reserved_bytes, s.budget_bytes);
   EXPECT_EQ(s.pinned_bytes, 0u);  // the fake domain pins nothing
-  EXPECT_GE(s.allocated_bytes, 100 * kKiB);
+  EXPECT_GE(s.live_bytes, 100 * kKiB);
   ASSERT_EQ(s.domains.size(), 1u);
   EXPECT_EQ(s.domains[0].name, "fake");
   EXPECT_EQ(s.domains[0].registrations, 2u);

@@ -41,7 +41,8 @@ PoolStats Full() {
   s.pinned_bytes = 6 * kMiB;
   s.locked_bytes = 2 * kMiB;
   s.budget_bytes = 512 * kMiB;
-  s.allocated_bytes = 3 * kMiB;
+  s.live_bytes = 3 * kMiB - 192 * kKiB - 24 * kKiB;  // grants.held_bytes below
+  s.cached_bytes = 192 * kKiB;
   s.heap_active_bytes = 4 * kMiB;
   s.thread_caches = 3;
   s.thread_cache_bytes = 64 * kKiB;
@@ -156,6 +157,23 @@ void ExpectJson(const JsonValue& j, const Value& v, std::string_view name) {
     case Value::Type::kText:
       ASSERT_EQ(j.type, JsonValue::Type::kString) << name;
       EXPECT_EQ(j.text, v.text) << name;
+      return;
+    case Value::Type::kHistogram: {
+      ASSERT_EQ(j.type, JsonValue::Type::kObject) << name;
+      EXPECT_EQ(j["count"].Uint(), v.histogram->count) << name;
+      EXPECT_DOUBLE_EQ(j["sum_seconds"].Number(), v.histogram->sum_seconds) << name;
+      std::uint64_t in_buckets = 0;
+      for (const JsonValue& b : j["buckets"].array) in_buckets += *b[1].Uint();
+      EXPECT_EQ(in_buckets, v.histogram->count) << name;
+      return;
+    }
+    case Value::Type::kAges:
+      ASSERT_EQ(j.type, JsonValue::Type::kArray) << name;
+      ASSERT_EQ(j.array.size(), HeldAges::kBuckets) << name;
+      for (std::size_t i = 0; i < HeldAges::kBuckets; ++i) {
+        EXPECT_EQ(j[i][1].Uint(), v.ages->blocks[i]) << name << " bucket " << i;
+        EXPECT_EQ(j[i][2].Uint(), v.ages->bytes[i]) << name << " bucket " << i;
+      }
       return;
   }
 }

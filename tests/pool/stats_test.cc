@@ -55,11 +55,12 @@ TEST(StatsJsonTest, ParsesAndHoldsEveryFieldOfARealPool) {
   EXPECT_EQ(v["locked_bytes"].Uint(), 0u);        // and nothing claims mlock
   EXPECT_EQ(v["growths"].Uint(), 2u);
   EXPECT_EQ(v["growth_failures"].Uint(), 0u);
-  EXPECT_GE(*v["allocated_bytes"].Uint(), 10 * 1000 + kMiB);
+  EXPECT_GE(*v["live_bytes"].Uint(), 10 * 1000 + kMiB);
   EXPECT_GE(*v["thread_caches"].Uint(), 1u);
   // ...and field by field against the snapshot it was printed from.
   ExpectUint(v, "reserved_bytes", s.reserved_bytes);
-  ExpectUint(v, "allocated_bytes", s.allocated_bytes);
+  ExpectUint(v, "live_bytes", s.live_bytes);
+  ExpectUint(v, "cached_bytes", s.cached_bytes);
   ExpectUint(v, "heap_active_bytes", s.heap_active_bytes);
   ExpectUint(v, "thread_caches", s.thread_caches);
   ExpectUint(v, "pinned_bytes", s.pinned_bytes);
@@ -85,10 +86,11 @@ TEST(StatsJsonTest, ParsesAndHoldsEveryFieldOfARealPool) {
   }
   EXPECT_DOUBLE_EQ(v["heap_fragmentation"].Number(), s.heap_fragmentation());
   EXPECT_DOUBLE_EQ(v["heap_fragmentation"].Number(),
-                   1 - static_cast<double>(s.allocated_bytes) / s.heap_active_bytes);
-  ExpectUint(v, "mapped_unused_bytes", s.mapped_bytes - s.allocated_bytes);
-  EXPECT_DOUBLE_EQ(v["mapped_unused_fraction"].Number(),
-                   static_cast<double>(s.mapped_bytes - s.allocated_bytes) / s.mapped_bytes);
+                   1 - static_cast<double>(s.live_bytes + s.cached_bytes) / s.heap_active_bytes);
+  ExpectUint(v, "mapped_unused_bytes", s.mapped_bytes - s.live_bytes - s.cached_bytes);
+  EXPECT_DOUBLE_EQ(
+      v["mapped_unused_fraction"].Number(),
+      static_cast<double>(s.mapped_bytes - s.live_bytes - s.cached_bytes) / s.mapped_bytes);
 
   ASSERT_EQ(v["chunks"].array.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
@@ -156,7 +158,8 @@ TEST(StatsJsonTest, EachChunkCarriesTheKeysItsDomainsReturned) {
 PoolStats MadeUp() {
   PoolStats s;
   s.mapped_bytes = 8 * kMiB;
-  s.allocated_bytes = 3 * kMiB;
+  s.live_bytes = 2 * kMiB;
+  s.cached_bytes = 1 * kMiB;
   s.heap_active_bytes = 4 * kMiB;
   s.memlock_limit = 8 * kMiB;
   s.pinned_bytes = 2 * kMiB;
@@ -210,12 +213,16 @@ TEST(StatsDerivedTest, FragmentationOfTheHeapAndOfWhatIsMapped) {
   EXPECT_DOUBLE_EQ(s.heap_fragmentation(), 0.25);  // 3 MiB of 4 MiB active in blocks
   EXPECT_EQ(s.mapped_unused_bytes(), 5 * kMiB);
   EXPECT_DOUBLE_EQ(s.mapped_unused_fraction(), 5.0 / 8);
+  s.cached_bytes = 512 * kKiB;
+  s.grants.held_bytes = 512 * kKiB;  // held blocks are in blocks too: the same figures
+  EXPECT_DOUBLE_EQ(s.heap_fragmentation(), 0.25);
+  EXPECT_EQ(s.mapped_unused_bytes(), 5 * kMiB);
   s.heap_active_bytes = 0;
-  s.allocated_bytes = 0;
+  s.live_bytes = s.cached_bytes = 0;
   s.mapped_bytes = 0;
   EXPECT_EQ(s.heap_fragmentation(), 0);
   EXPECT_EQ(s.mapped_unused_fraction(), 0);
-  s.allocated_bytes = 2 * kMiB;  // more than active (a racy snapshot): never negative
+  s.live_bytes = 2 * kMiB;  // more than active (a racy snapshot): never negative
   s.heap_active_bytes = 1 * kMiB;
   EXPECT_EQ(s.heap_fragmentation(), 0);
   EXPECT_EQ(s.mapped_unused_bytes(), 0u);

@@ -70,6 +70,7 @@ std::string UsageText() {
   return R"(usage: pinpool-info [--json] [--chunk-size SIZE] [--budget SIZE]
                     [--page-size 1G|2M|thp|4K] [--require-page-size]
                     [--backing anonymous|memfd|DIR] [--try [--device NAME]]
+       pinpool-info --metrics SOCKET
 
 Says whether this machine is ready for pinned, registered memory (RDMA devices and what they can
 register, huge pages, THP, RLIMIT_MEMLOCK and CAP_IPC_LOCK, fork mode, io_uring, what each
@@ -90,6 +91,9 @@ options would get here, and every problem found with a concrete fix.
                         without --try nothing is mapped or registered but one page, pinned
                         and released to see whether long-term pinning works here
   --device NAME         the RDMA device --try registers with
+  --metrics SOCKET      print a running pool's metrics (OpenMetrics text) from the socket its
+                        application opened with Pool::ServeMetrics(SOCKET), and nothing else;
+                        exit status 1 when it cannot be read (docs/metrics.md)
   -h, --help            this text
   --version             pinpool's version
 SIZE is bytes or a number with K, M, G or T (binary: 1G = 2^30): 64M, 1.5G, 2MiB.
@@ -207,6 +211,14 @@ std::optional<ToolOptions> ParseArguments(int argc, char** argv, std::string& er
             "--backing: \"%s\" is not anonymous, memfd or an absolute directory path", *v);
         return std::nullopt;
       }
+    } else if (arg == "--metrics") {
+      auto v = take();
+      if (!v) return std::nullopt;
+      if (v->empty()) {
+        error = "--metrics needs the socket path the pool serves (Pool::ServeMetrics)";
+        return std::nullopt;
+      }
+      o.metrics_socket = std::string(*v);
     } else if (arg == "--device") {
       auto v = take();
       if (!v) return std::nullopt;
@@ -219,6 +231,10 @@ std::optional<ToolOptions> ParseArguments(int argc, char** argv, std::string& er
       error = absl::StrFormat("unknown argument \"%s\"", argv[i]);
       return std::nullopt;
     }
+  }
+  if (!o.metrics_socket.empty() && (o.json || o.try_pool)) {
+    error = "--metrics reads a running pool's metrics: it takes no other option";
+    return std::nullopt;
   }
   if (!o.device.empty() && !o.try_pool) {
     error = "--device only applies to --try";

@@ -38,8 +38,9 @@
 namespace pinpool::info {
 
 // Bumped when a JSON field changes meaning or disappears (new fields do not bump it). 2: the
-// pool stats' pinned/locked fields, memlock headroom per counter.
-inline constexpr int kSchemaVersion = 3;
+// pool stats' pinned/locked fields, memlock headroom per counter. 4: the stats' allocated_bytes
+// (live and cached blocks together) split into live_bytes and cached_bytes.
+inline constexpr int kSchemaVersion = 4;
 
 // --- command line ------------------------------------------------------------------------------
 
@@ -54,7 +55,12 @@ struct ToolOptions {
   Backing backing;               // --backing: anonymous, memfd, or files in a directory
   bool try_pool = false;         // --try: really create a one-chunk pool
   std::string device;            // --device: the RDMA device --try registers with
+  std::string metrics_socket;    // --metrics: a running pool's socket (Pool::ServeMetrics)
 };
+
+// --metrics: the OpenMetrics text the pool serving `socket_path` sends (Pool::ServeMetrics), or
+// nullopt with `error` saying why (no such socket, nobody listening, refused, cut short).
+std::optional<std::string> ReadMetrics(const std::string& socket_path, std::string& error);
 
 // Parses argv. Returns nullopt and sets `error` on bad arguments; sets `help`/`version` when asked.
 std::optional<ToolOptions> ParseArguments(int argc, char** argv, std::string& error, bool& help,

@@ -1,6 +1,7 @@
 // pinpool-info: is this machine ready for pinned, registered memory, and what should change?
 // See info.h for how the tool is put together and `pinpool-info --help` for its use.
-// Exit status: 0 whatever it found (the report says what is wrong), 2 for bad arguments.
+// Exit status: 0 whatever it found (the report says what is wrong), 2 for bad arguments; with
+// --metrics, 1 when the running pool's metrics cannot be read.
 #include <cstdio>
 #include <string>
 
@@ -22,6 +23,16 @@ int main(int argc, char** argv) {
   }
   if (version) {
     std::printf("pinpool-info %s\n", PINPOOL_VERSION_STRING);
+    return 0;
+  }
+  if (!options->metrics_socket.empty()) {
+    const std::optional<std::string> text =
+        pinpool::info::ReadMetrics(options->metrics_socket, error);
+    if (!text) {
+      std::fprintf(stderr, "pinpool-info: %s\n", error.c_str());
+      return 1;
+    }
+    std::fputs(text->c_str(), stdout);
     return 0;
   }
   const pinpool::info::Facts facts = pinpool::info::ProbeAll();

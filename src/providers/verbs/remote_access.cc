@@ -7,6 +7,7 @@
 // names its window: a window whose LOCAL_INV is queued stays out of the pool until that
 // completion arrives, even if the peer invalidated it first.
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <unordered_map>
 #include <utility>
@@ -25,6 +26,14 @@
 namespace pinpool {
 
 using internal::WindowPool;
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
 
 class VerbsRemoteAccess::Impl final : public GrantHolder {
  public:
@@ -84,7 +93,8 @@ class VerbsRemoteAccess::Impl final : public GrantHolder {
     ibv_mw* mw = nullptr;  // window grants
     ibv_mr* mr = nullptr;  // region grants
     State state = State::kLive;
-    bool inv_posted = false;  // our LOCAL_INV for it is queued
+    bool inv_posted = false;                                // our LOCAL_INV for it is queued
+    std::chrono::steady_clock::time_point inv_posted_at{};  // when (its latency histogram)
   };
 
   std::uint64_t WrId(std::uint32_t slot) const noexcept {
@@ -202,6 +212,7 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::Grant(const Block& block, s
 absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::GrantWindowLocked(GrantLock& lock, Record& r,
                                                                        ibv_mr* chunk_mr,
                                                                        RemoteRights rights) {
+  const auto start = std::chrono::steady_clock::now();
   PINPOOL_ASSIGN_OR_RETURN(ibv_mw * mw, windows_->Take(s_.options.min_idle_windows));
   const std::uint32_t rkey = ibv_inc_rkey(mw->rkey);
   const std::uint32_t slot = static_cast<std::uint32_t>(&r - slots_.data());
@@ -236,6 +247,8 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::GrantWindowLocked(GrantLock
   r.rkey = rkey;
   by_rkey_[rkey] = slot;
   lock.Count(VerbsGrantFigures::kWindowBinds, "memory windows bound for grants");
+  lock.Record(VerbsGrantHistograms::kWindowBindSeconds,
+              "a window grant: taking an idle window and posting its bind", Seconds(start));
   return RemoteGrant{.id = r.id,
                      .address = r.address,
                      .rkey = RKey{rkey},
@@ -251,6 +264,7 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::GrantRegionLocked(GrantLock
                      (rights.write ? IBV_ACCESS_REMOTE_WRITE : 0) |
                      (rights.atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
   errno = 0;
+  const auto start = std::chrono::steady_clock::now();
   ibv_mr* mr = ibv_reg_mr(s_.domain->pd(), reinterpret_cast<void*>(r.address), r.length, access);
   if (mr == nullptr) {
     const int err = errno != 0 ? errno : EINVAL;
@@ -268,6 +282,8 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::GrantRegionLocked(GrantLock
   r.mr = mr;
   r.rkey = mr->rkey;
   lock.Count(VerbsGrantFigures::kRegionRegistrations, "range regions registered for grants");
+  lock.Record(VerbsGrantHistograms::kRegionRegisterSeconds,
+              "a range region grant: ibv_reg_mr of the granted range", Seconds(start));
   return RemoteGrant{.id = r.id,
                      .address = r.address,
                      .rkey = RKey{mr->rkey},
@@ -299,6 +315,7 @@ absl::Status VerbsRemoteAccess::Impl::RevokeLocked(GrantLock& lock, std::uint32_
   Record& r = slots_[slot];
   if (r.state != State::kLive) return absl::OkStatus();
   if (r.mr != nullptr) {
+    const auto start = std::chrono::steady_clock::now();
     if (const int err = ibv_dereg_mr(r.mr); err != 0) {
       return absl::InternalError(absl::StrFormat(
           "VerbsRemoteAccess::Revoke: deregistering grant %d's range region failed (%s); the grant "
@@ -306,6 +323,8 @@ absl::Status VerbsRemoteAccess::Impl::RevokeLocked(GrantLock& lock, std::uint32_
           r.id, std::strerror(err)));
     }
     lock.Count(VerbsGrantFigures::kRegionDeregistrations, "range regions deregistered");
+    lock.Record(VerbsGrantHistograms::kRegionDeregisterSeconds,
+                "revoking a range region grant: ibv_dereg_mr", Seconds(start));
     EndGrantLocked(lock, r);
     EraseLocked(slot);
     return absl::OkStatus();
@@ -319,6 +338,7 @@ absl::Status VerbsRemoteAccess::Impl::RevokeLocked(GrantLock& lock, std::uint32_
   if (ibv_post_send(s_.qp, &wr, &bad) == 0) {
     r.state = State::kRevoking;
     r.inv_posted = true;
+    r.inv_posted_at = std::chrono::steady_clock::now();
     --live_;
     ++revoking_;
     --lock.counters().live;
@@ -375,10 +395,21 @@ bool VerbsRemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
   {
     GrantLock lock(*s_.pool);
     const bool receive = (wc.opcode & IBV_WC_RECV) != 0;
+    if (wc.status == IBV_WC_REM_ACCESS_ERR) {
+      // The peer's device refused a request of this side for its rkey, range or rights: the
+      // application's READ or WRITE through a grant the peer revoked (a stale grant caught), or
+      // one that names memory it never granted.
+      lock.Count(VerbsGrantFigures::kRemoteAccessErrors,
+                 "requests on pinpool's connections the peer refused (IBV_WC_REM_ACCESS_ERR): "
+                 "stale or foreign grants used");
+    }
     if (!receive && (wc.wr_id >> 32) == s_.options.wr_id_tag) {
       ours = true;
       const auto slot = static_cast<std::uint32_t>(wc.wr_id);
       if (wc.status != IBV_WC_SUCCESS) {
+        lock.Count(VerbsGrantFigures::kWorkRequestErrors,
+                   "pinpool's own binds and invalidations that completed in error (the "
+                   "connection failed: every grant on it was revoked at once)");
         // A bind or an invalidation failed: the QP is in the error state now, and what its
         // windows reach can only be made safe by deallocating them.
         RevokeAllLocked(lock);
@@ -388,6 +419,9 @@ bool VerbsRemoteAccess::Impl::OnCompletion(const ibv_wc& wc) {
         if (r.state != State::kEnded) {
           lock.Count(VerbsGrantFigures::kLocalInvalidations,
                      "window invalidations confirmed (LOCAL_INV)");
+          lock.Record(VerbsGrantHistograms::kInvalidateSeconds,
+                      "revoking a window grant: LOCAL_INV posted to its completion reported",
+                      Seconds(r.inv_posted_at));
           EndGrantLocked(lock, r);
         }
         windows_->Return(r.mw);
