@@ -501,7 +501,7 @@ TEST(InfoRenderTest, JsonParsesAndTextHasEverySection) {
   EXPECT_EQ((*v)["memlock"]["soft_limit_bytes"].Uint(), 8 * kMiB);
   EXPECT_TRUE((*v)["memlock"]["pin_headroom_bytes"].is_null()) << "CAP_IPC_LOCK: no limit";
   EXPECT_TRUE((*v)["memlock"]["lock_headroom_bytes"].is_null());
-  EXPECT_EQ((*v)["schema_version"].Uint(), 3u);
+  EXPECT_EQ((*v)["schema_version"].Uint(), 4u);
   ASSERT_EQ((*v)["pinning"]["domains"].array.size(), 4u);
   EXPECT_EQ((*v)["pinning"]["domains"][0]["pinning"].text, "long-term");
   EXPECT_EQ((*v)["pinning"]["domains"][3]["pinning"].text, "resident");

@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -187,6 +188,26 @@ struct Case {
   const char* expected;  // the start of ChunkStats::backing
 };
 
+// A directory of this test process's own under `parent` (made once, removed at exit): other
+// test processes run at the same time (ctest -j) and make chunk files too, so a test that
+// compares directory listings must not list a shared directory. Empty when it cannot be made.
+std::string PrivateDir(const std::string& parent) {
+  static std::map<std::string, std::string> made;
+  if (auto it = made.find(parent); it != made.end()) return it->second;
+  std::string tmpl = parent + "/pinpool-test-XXXXXX";
+  std::string dir = mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
+  if (!dir.empty()) {
+    static const bool cleanup = [] {
+      return std::atexit([] {
+        for (const auto& [p, d] : made) rmdir(d.c_str());
+      }) == 0;
+    }();
+    (void)cleanup;
+  }
+  made[parent] = dir;
+  return dir;
+}
+
 // Empty when the case can run here; else why not.
 std::string Prepare(const Case& c, PoolOptions& o) {
   o.backing.kind = c.kind;
@@ -195,8 +216,9 @@ std::string Prepare(const Case& c, PoolOptions& o) {
   const bool hugetlb = c.page_size == PageSize::k2M;
   if (hugetlb && !HugePages::why_not().empty()) return HugePages::why_not();
   if (c.kind == BackingKind::kFiles) {
-    o.backing.directory = hugetlb ? HugePages::mount_point() : "/dev/shm";
-    if (o.backing.directory.empty()) return HugePages::why_no_mount();
+    if (hugetlb && HugePages::mount_point().empty()) return HugePages::why_no_mount();
+    o.backing.directory = PrivateDir(hugetlb ? HugePages::mount_point() : "/dev/shm");
+    if (o.backing.directory.empty()) return "cannot make a private directory for chunk files";
   }
   return "";
 }
@@ -480,7 +502,7 @@ TEST(BackingOptions, ReadOnlyDirectoryIsRefused) {
 
 TEST(BackingOptions, AChunkFileThatExistsAlreadyIsRefusedAndLeftAlone) {
   // The next pool of this process is the one after `probe`: its first chunk's name follows.
-  PoolOptions o = FilesIn("/dev/shm");
+  PoolOptions o = FilesIn(PrivateDir("/dev/shm"));
   o.budget = 2 * kMiB;
   o.initial_size = 2 * kMiB;
   std::string taken;
@@ -509,11 +531,11 @@ TEST(BackingOptions, AChunkFileThatExistsAlreadyIsRefusedAndLeftAlone) {
 }
 
 TEST(BackingOptions, AFailedMappingAfterTheFileWasMadeLeavesNoFileAndTheReservation) {
-  PoolOptions o = FilesIn("/dev/shm");
+  PoolOptions o = FilesIn(PrivateDir("/dev/shm"));
   o.initial_size = 0;
   auto pool = Pool::Create(o);
   ASSERT_TRUE(pool.ok()) << pool.status();
-  const std::set<std::string> files = Listing("/dev/shm");
+  const std::set<std::string> files = Listing(o.backing.directory);
   const std::set<std::string> fds = ChunkDescriptors();
   internal::os::SetFaultHook([](internal::os::Call call, std::size_t) {
     return call == internal::os::Call::kMapAnonymous ? ENOMEM : 0;
@@ -521,7 +543,7 @@ TEST(BackingOptions, AFailedMappingAfterTheFileWasMadeLeavesNoFileAndTheReservat
   const absl::Status s = (*pool)->Reserve(2 * kMiB);
   internal::os::SetFaultHook(nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-  EXPECT_EQ(Listing("/dev/shm"), files) << "the chunk's file outlived its failed mapping";
+  EXPECT_EQ(Listing(o.backing.directory), files) << "the chunk's file outlived its failed mapping";
   EXPECT_EQ(ChunkDescriptors(), fds);
   EXPECT_TRUE((*pool)->Reserve(2 * kMiB).ok()) << "the range was not a reservation again";
 }
