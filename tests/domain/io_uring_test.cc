@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "pinpool/pool.h"
+#include "support/fixed_io.h"
 #include "support/proc_status.h"
 #include "support/unprivileged.h"
 
@@ -26,51 +27,10 @@ namespace pinpool {
 namespace {
 
 using ::testing::AllOf;
+using testing::FixedIo;
 using ::testing::HasSubstr;
 using testing::ProcStatusBytes;
-
-// A scratch file on a real (non-tmpfs) filesystem: the working directory, else /var/tmp.
-class ScratchFile {
- public:
-  ScratchFile() {
-    for (std::string dir : {std::string("."), std::string("/var/tmp")}) {
-      struct statfs fs;
-      if (statfs(dir.c_str(), &fs) != 0 || fs.f_type == TMPFS_MAGIC) continue;
-      path_ = dir + "/pinpool_io_uring_test." + std::to_string(getpid());
-      fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-      if (fd_ >= 0) return;
-    }
-  }
-  ~ScratchFile() {
-    if (fd_ >= 0) {
-      close(fd_);
-      unlink(path_.c_str());
-    }
-  }
-  int fd() const { return fd_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
-// One fixed-buffer read or write of a whole block at `offset`; the result of the CQE.
-int FixedIo(io_uring* ring, bool write, int fd, const Block& b, std::size_t domain, off_t offset) {
-  io_uring_sqe* sqe = io_uring_get_sqe(ring);
-  if (sqe == nullptr) return -EBUSY;
-  const int index = static_cast<int>(ToUnderlying(b.buffer_index(domain)));
-  if (write) {
-    io_uring_prep_write_fixed(sqe, fd, b.data(), static_cast<unsigned>(b.size()), offset, index);
-  } else {
-    io_uring_prep_read_fixed(sqe, fd, b.data(), static_cast<unsigned>(b.size()), offset, index);
-  }
-  if (io_uring_submit(ring) != 1) return -EIO;
-  io_uring_cqe* cqe = nullptr;
-  if (io_uring_wait_cqe(ring, &cqe) != 0) return -EIO;
-  const int res = cqe->res;
-  io_uring_cqe_seen(ring, cqe);
-  return res;
-}
+using testing::ScratchFile;
 
 std::shared_ptr<IoUringDomain> Ring() {
   auto ring = IoUringDomain::Create(8);
@@ -94,7 +54,7 @@ void Fill(const Block& b, unsigned seed) {
 }
 
 TEST(IoUringTest, WriteFixedThenReadFixedAcrossChunksIsByteExact) {
-  ScratchFile file;
+  ScratchFile file("pinpool_io_uring_test");
   ASSERT_GE(file.fd(), 0) << "no non-tmpfs directory to write a scratch file in";
   auto ring = Ring();
   auto pool = Pool::Create(Options(ring)).value();
@@ -124,7 +84,7 @@ TEST(IoUringTest, WriteFixedThenReadFixedAcrossChunksIsByteExact) {
 }
 
 TEST(IoUringTest, AfterChurnWriteFixedWritesWhatTheCpuLastWrote) {
-  ScratchFile file;
+  ScratchFile file("pinpool_io_uring_test");
   ASSERT_GE(file.fd(), 0);
   auto ring = Ring();
   auto pool = Pool::Create(Options(ring)).value();

@@ -35,12 +35,15 @@
 #include "pinpool/io_uring.h"
 #include "pinpool/pool.h"
 #include "support/compaction.h"
+#include "support/fixed_io.h"
 #include "support/proc_status.h"
 
 namespace pinpool {
 namespace {
 
+using testing::FixedIo;
 using testing::ProcStatusBytes;
+using testing::ScratchFile;
 
 // --- the machine: huge pages and a hugetlbfs mount, for the run ----------------------------------
 
@@ -199,8 +202,8 @@ std::string PrivateDir(const std::string& parent) {
   if (!dir.empty()) {
     static const bool cleanup = [] {
       return std::atexit([] {
-        for (const auto& [p, d] : made) rmdir(d.c_str());
-      }) == 0;
+               for (const auto& [p, d] : made) rmdir(d.c_str());
+             }) == 0;
     }();
     (void)cleanup;
   }
@@ -234,45 +237,6 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class BackingTest : public ::testing::TestWithParam<Case> {};
 
-// A scratch file on a filesystem io_uring does real I/O on (not tmpfs).
-class ScratchFile {
- public:
-  ScratchFile() {
-    for (std::string dir : {std::string("."), std::string("/var/tmp")}) {
-      struct statfs fs;
-      if (statfs(dir.c_str(), &fs) != 0 || fs.f_type == TMPFS_MAGIC) continue;
-      path_ = dir + "/pinpool_backing_test." + std::to_string(getpid());
-      fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-      if (fd_ >= 0) return;
-    }
-  }
-  ~ScratchFile() {
-    if (fd_ >= 0) close(fd_);
-    if (!path_.empty()) unlink(path_.c_str());
-  }
-  int fd() const { return fd_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
-int FixedIo(io_uring* ring, bool write, int fd, const Block& b, std::size_t domain, off_t offset) {
-  io_uring_sqe* sqe = io_uring_get_sqe(ring);
-  const int index = static_cast<int>(ToUnderlying(b.buffer_index(domain)));
-  if (write) {
-    io_uring_prep_write_fixed(sqe, fd, b.data(), static_cast<unsigned>(b.size()), offset, index);
-  } else {
-    io_uring_prep_read_fixed(sqe, fd, b.data(), static_cast<unsigned>(b.size()), offset, index);
-  }
-  if (io_uring_submit(ring) != 1) return -EIO;
-  io_uring_cqe* cqe = nullptr;
-  if (io_uring_wait_cqe(ring, &cqe) != 0) return -EIO;
-  const int res = cqe->res;
-  io_uring_cqe_seen(ring, cqe);
-  return res;
-}
-
 void Fill(const Block& b, unsigned seed) {
   std::mt19937 rng(seed);
   auto* p = static_cast<unsigned char*>(b.data());
@@ -283,7 +247,7 @@ TEST_P(BackingTest, EveryDomainRegistersItAndIoUringMovesWhatTheCpuWroteAfterChu
   const Case& c = GetParam();
   PoolOptions o;
   if (std::string why = Prepare(c, o); !why.empty()) GTEST_SKIP() << why;
-  ScratchFile file;
+  ScratchFile file("pinpool_backing_test");
   ASSERT_GE(file.fd(), 0) << "no non-tmpfs directory for a scratch file";
   auto pin = MakeLongTermPinDomain();
   ASSERT_TRUE(pin.ok()) << pin.status();

@@ -37,20 +37,12 @@ std::uint64_t Timed(const PoolStats& s, std::string_view name) {
   return 0;
 }
 
-class MetricsGuestTest : public testing::VerbsTest,
+class MetricsGuestTest : public testing::ServerAndPeerTest,
                          public ::testing::WithParamInterface<GrantMechanism> {
  protected:
   void SetUp() override {
-    VerbsTest::SetUp();
+    SetUpServerAndPeer(16 * kMiB);
     if (HasFatalFailure() || IsSkipped()) return;
-    server_domain_ = OpenDomain({});
-    peer_domain_ = OpenDomain({});
-    ASSERT_TRUE(server_domain_ && peer_domain_);
-    server_ = MakePool({server_domain_}, 2 * kMiB, 16 * kMiB, 2 * kMiB);
-    peer_ = MakePool({peer_domain_}, 2 * kMiB, 16 * kMiB, 2 * kMiB);
-    ASSERT_TRUE(server_ && peer_);
-    pair_ = Connect(server_domain_->pd(), peer_domain_->pd());
-    ASSERT_NE(pair_, nullptr);
     auto a = VerbsRemoteAccess::Create(*server_, pair_->qp(Side::kA),
                                        {.mechanism = GetParam(), .min_idle_windows = 8});
     auto b = VerbsRemoteAccess::Create(*peer_, pair_->qp(Side::kB));
@@ -70,9 +62,6 @@ class MetricsGuestTest : public testing::VerbsTest,
     pair_.reset();
   }
 
-  std::shared_ptr<VerbsDomain> server_domain_, peer_domain_;
-  std::unique_ptr<Pool> server_, peer_;
-  std::unique_ptr<RcPair> pair_;
   std::unique_ptr<VerbsRemoteAccess> server_access_, peer_access_;
 };
 

@@ -45,20 +45,11 @@ using Side = RcPair::Side;
 
 constexpr std::uint32_t kRxeVendorId = 0xffffff;
 
-class RemoteAccessTest : public testing::VerbsTest {
+class RemoteAccessTest : public testing::ServerAndPeerTest {
  protected:
   void SetUp() override {
-    VerbsTest::SetUp();
+    SetUpServerAndPeer(32 * kMiB);
     if (HasFatalFailure() || IsSkipped()) return;
-    // The server's domain is local-only (the default): grants are the only way in.
-    server_domain_ = OpenDomain({});
-    peer_domain_ = OpenDomain({});
-    ASSERT_TRUE(server_domain_ && peer_domain_);
-    server_ = MakePool({server_domain_}, 2 * kMiB, 32 * kMiB, 2 * kMiB);
-    peer_ = MakePool({peer_domain_}, 2 * kMiB, 16 * kMiB, 2 * kMiB);
-    ASSERT_TRUE(server_ && peer_);
-    pair_ = Connect(server_domain_->pd(), peer_domain_->pd());
-    ASSERT_NE(pair_, nullptr);
     ibv_device_attr attr{};
     ASSERT_EQ(ibv_query_device(server_domain_->context(), &attr), 0);
     rxe_ = attr.vendor_id == kRxeVendorId;
@@ -102,9 +93,6 @@ class RemoteAccessTest : public testing::VerbsTest {
     return RemoteBuffer{.address = address, .rkey = rkey, .length = length};
   }
 
-  std::shared_ptr<VerbsDomain> server_domain_, peer_domain_;
-  std::unique_ptr<Pool> server_, peer_;
-  std::unique_ptr<RcPair> pair_;
   std::unique_ptr<VerbsRemoteAccess> access_;
   Block peer_buf_;
   bool rxe_ = false;

@@ -85,6 +85,30 @@ inline std::unique_ptr<Pool> MakePool(std::vector<std::shared_ptr<Domain>> domai
   return pool.ok() ? *std::move(pool) : nullptr;
 }
 
+// A server and a peer for remote-access tests: each its own local-only verbs domain (grants are
+// the only way into the server's memory) and pool (2 MiB chunks; the server's budget as asked),
+// and a loopback RC pair, A on the server's PD and B on the peer's. Fixtures set their own
+// completion hooks and reset what uses the QPs before TearDown resets the pair.
+class ServerAndPeerTest : public VerbsTest {
+ protected:
+  void SetUpServerAndPeer(std::size_t server_budget) {
+    VerbsTest::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    server_domain_ = OpenDomain({});
+    peer_domain_ = OpenDomain({});
+    ASSERT_TRUE(server_domain_ && peer_domain_);
+    server_ = MakePool({server_domain_}, 2 * kMiB, server_budget, 2 * kMiB);
+    peer_ = MakePool({peer_domain_}, 2 * kMiB, 16 * kMiB, 2 * kMiB);
+    ASSERT_TRUE(server_ && peer_);
+    pair_ = Connect(server_domain_->pd(), peer_domain_->pd());
+    ASSERT_NE(pair_, nullptr);
+  }
+
+  std::shared_ptr<VerbsDomain> server_domain_, peer_domain_;
+  std::unique_ptr<Pool> server_, peer_;
+  std::unique_ptr<RcPair> pair_;
+};
+
 // Byte i of the pattern `seed` (different for every offset and seed, never all-zero).
 inline std::uint8_t PatternByte(std::uint64_t seed, std::size_t i) {
   std::uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;
