@@ -409,7 +409,7 @@ TEST_F(FaultTest, ReservingTheAddressRangeFailingFailsCreateAndLeavesNothing) {
               AllOf(HasSubstr("cannot reserve"), HasSubstr("PoolOptions::budget")));
   EXPECT_EQ(fake->register_calls(), 0u);
   EXPECT_EQ(internal::os::counters().chunk_bytes.load(), before);
-  EXPECT_NEAR(ProcStatusBytes("VmSize"), size_before, 1 << 20);
+  EXPECT_NEAR(ProcStatusBytes("VmSize"), size_before, testing::kVmSlackBytes);
   auto again = Pool::Create(Options({fake}));  // and it works without the fault
   ASSERT_TRUE(again.ok());
   EXPECT_GT(ExpectServes(**again, {fake}, kChunk), 40u);

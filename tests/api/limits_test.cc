@@ -93,7 +93,8 @@ void ExpectAPoolLargerThanTheLimitToFailClearlyAndHoldNothing(
                     HasSubstr("PoolOptions::initial_size")));
   EXPECT_EQ(ProcStatusBytes("VmPin"), before.pinned);
   EXPECT_EQ(ProcStatusBytes("VmLck"), before.locked);
-  EXPECT_NEAR(ProcStatusBytes("VmSize"), size_before, 1 << 20);  // nothing left mapped
+  EXPECT_NEAR(ProcStatusBytes("VmSize"), size_before,
+              testing::kVmSlackBytes);  // nothing left mapped
   std::fprintf(stderr, "error as the user sees it: %s\n", pool.status().ToString().c_str());
 }
 

@@ -27,6 +27,7 @@
 #include "pinpool/pinpool_c.h"
 #include "pinpool/pool.h"
 #include "support/proc_status.h"
+#include "support/sanitizers.h"
 
 namespace pinpool {
 namespace {
@@ -162,7 +163,7 @@ void ExpectTheDefaultPoolToFailSayingWhyAndTheResidentOneToWork(int err) {
                     HasSubstr("resident, not pinned"), HasSubstr("not for DMA")));
   // Nothing left behind, and nothing quietly mlocked instead.
   EXPECT_EQ(internal::os::counters().chunk_bytes.load(), chunk_bytes);
-  EXPECT_NEAR(ProcStatusBytes("VmSize"), size, 1 << 20);
+  EXPECT_NEAR(ProcStatusBytes("VmSize"), size, testing::kVmSlackBytes);
   EXPECT_EQ(ProcStatusBytes("VmPin"), pinned);
   EXPECT_EQ(ProcStatusBytes("VmLck"), locked);
 

@@ -37,6 +37,13 @@ inline constexpr bool kMlockIsANoOp = PINPOOL_TEST_ASAN || PINPOOL_TEST_TSAN;
 inline constexpr const char* kMlockNoOpReason =
     "the sanitizer (ASan/TSan) makes mlock a no-op, so VmLck cannot show what is locked";
 
+// How far VmSize (or VmRSS) may move across an operation that must leave nothing mapped: a
+// little for the C++ runtime; more under ASan and TSan, whose allocators map a new region the
+// first time a size is asked for and keep freed memory in quarantine. Chunks are at least
+// 2 MiB, and the tests that use this also check pinpool's own count of mapped chunk bytes
+// exactly.
+inline constexpr long long kVmSlackBytes = kMlockIsANoOp ? (4ll << 20) : (1ll << 20);
+
 }  // namespace pinpool::testing
 
 // Skips the current test when mlock does nothing in this build.
