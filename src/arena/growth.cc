@@ -10,11 +10,17 @@
 // Thread safety: as the arena (arena.h): any thread, any number at once.
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "arena/arena.h"
 #include "util/status_macros.h"
 
 namespace pinpool::internal {
+
+std::size_t Arena::RoomTarget() const noexcept {
+  if (config_.low_watermark == 0) return 0;
+  return config_.low_watermark + extra_room_.load(std::memory_order_relaxed);
+}
 
 bool Arena::BelowWatermark() const noexcept {
   if (config_.low_watermark == 0) return false;
@@ -22,21 +28,40 @@ bool Arena::BelowWatermark() const noexcept {
   if (taken >= max_chunks_) return false;
   const std::size_t room = uncarved_now_.load(std::memory_order_relaxed) +
                            growing_now_.load(std::memory_order_relaxed) * config_.chunk_size;
-  return room < config_.low_watermark;
+  return room < RoomTarget();
 }
 
 bool Arena::BelowWatermarkLocked() const {
   if (config_.low_watermark == 0) return false;
   if (ready_ + growing_ + trimming_ >= max_chunks_) return false;
-  return uncarved_ + growing_ * config_.chunk_size < config_.low_watermark;
+  return uncarved_ + growing_ * config_.chunk_size < RoomTarget();
 }
 
-absl::Status Arena::Replenish(std::size_t max_chunks) {
+absl::Status Arena::Replenish(std::size_t max_chunks, unsigned workers) {
   MutexLock lock(&mu_);
-  for (std::size_t n = 0; n < max_chunks && BelowWatermarkLocked(); ++n) {
-    PINPOOL_RETURN_IF_ERROR(GrowOne(Why::kBackground));
+  if (workers <= 1) {
+    for (std::size_t n = 0; n < max_chunks && BelowWatermarkLocked(); ++n) {
+      PINPOOL_RETURN_IF_ERROR(GrowOne(Why::kBackground));
+    }
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  // Claim all that is missing at once (each claim counts as room, so this stops at the target),
+  // then build those chunks side by side.
+  std::vector<std::uint32_t> claimed;
+  absl::Status claim_error;
+  while (claimed.size() < max_chunks && BelowWatermarkLocked()) {
+    absl::StatusOr<std::uint32_t> index = ClaimLocked();
+    if (!index.ok()) {
+      ++growth_failures_;
+      last_growth_error_ = claim_error = index.status();
+      break;
+    }
+    claimed.push_back(*index);
+  }
+  std::size_t added = 0;
+  absl::Status error =
+      BuildClaimedLocked(claimed, workers, Why::kBackground, nullptr, nullptr, &added);
+  return error.ok() ? claim_error : error;
 }
 
 bool Arena::WaitBelowWatermark(std::chrono::steady_clock::time_point deadline) {
