@@ -19,9 +19,12 @@
 // (block i is due at i MiB / R: a late allocation does not push the next ones back) until
 // PINPOOL_BENCH_STEADY_MIB (default 800) MiB are live. Reports growth_waits (allocations that
 // waited for a chunk in flight), allocation_growths, p50/p99/max of single Allocate calls, and
-// behind_ms: how far the schedule slipped (0 when the pool kept pace). --smoke (first argument)
-// runs 64 MiB at two rates, one iteration each.
+// behind_ms: how far the schedule slipped (0 when the pool kept pace), and preempted: allocations
+// during which the scheduler switched the thread out (on a small machine the pool's workers and
+// the allocating thread share the cores: those are slow without waiting for the pool). --smoke
+// (first argument) runs 64 MiB at two rates, one iteration each.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -120,6 +123,15 @@ void GrowUnderLoad(benchmark::State& state, std::shared_ptr<pinpool::Domain> dom
   state.counters["growth_waits"] = n > 0 ? waits / n : 0;
 }
 
+// Times this thread was switched out involuntarily: an allocation during which it was had its
+// time stretched by the scheduler (the pool's own workers on a machine with few cores), not by
+// the pool.
+long InvoluntarySwitches() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_nivcsw;
+}
+
 void SteadyRate(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain) {
   const double bytes_per_ns = static_cast<double>(state.range(0)) * 1e6 / 1e9;
   const std::size_t total = SteadyBytes();
@@ -134,6 +146,7 @@ void SteadyRate(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain
   o.domains = {domain};
   std::vector<double> ns;
   double allocation_growths = 0, waits = 0, behind_ms = 0, build_s = 0, builds = 0;
+  double preempted = 0, register_s = 0;
   std::string pages;
   for (auto _ : state) {
     state.PauseTiming();
@@ -152,9 +165,11 @@ void SteadyRate(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain
                       static_cast<double>(i * kSteadyBlock) / bytes_per_ns));
       while (Clock::now() < due) {
       }
+      const long switched = InvoluntarySwitches();
       const auto t0 = Clock::now();
       pinpool::Block b = (*pool)->Allocate(kSteadyBlock);
       const auto t1 = Clock::now();
+      if (InvoluntarySwitches() != switched) ++preempted;
       if (!b) {
         state.SkipWithError("an allocation failed");
         break;
@@ -168,6 +183,7 @@ void SteadyRate(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain
     allocation_growths += static_cast<double>(s.growth.allocation_growths);
     waits += static_cast<double>(s.growth.growth_waits);
     build_s += s.growth.growth_latency.sum_seconds;
+    register_s += s.domains.empty() ? 0 : s.domains[0].register_seconds;
     builds += static_cast<double>(s.growth.growth_latency.count);
     if (!s.chunks.empty()) pages = pinpool::PageSizeName(s.chunks.back().page_size);
     for (const pinpool::Block& b : blocks) (*pool)->Deallocate(b);
@@ -177,6 +193,7 @@ void SteadyRate(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain
   const double n = static_cast<double>(state.iterations());
   state.SetLabel(pages);
   state.counters["chunk_build_ms"] = builds > 0 ? 1e3 * build_s / builds : 0;
+  state.counters["register_ms"] = builds > 0 ? 1e3 * register_s / builds : 0;
   state.counters["allocations"] = static_cast<double>(ns.size());
   state.counters["p50_ns"] = Percentile(ns, 0.5);
   state.counters["p99_ns"] = Percentile(ns, 0.99);
@@ -184,6 +201,7 @@ void SteadyRate(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain
   state.counters["allocation_growths"] = n > 0 ? allocation_growths / n : 0;
   state.counters["growth_waits"] = n > 0 ? waits / n : 0;
   state.counters["behind_ms"] = behind_ms;
+  state.counters["preempted"] = n > 0 ? preempted / n : 0;
 }
 
 }  // namespace

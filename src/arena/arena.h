@@ -191,7 +191,9 @@ class Arena {
   // Adds what is missing below the watermark, at most `max_chunks`: claimed at once, built on up
   // to `workers` threads at once (1: the calling thread alone), so a keeper that falls behind
   // catches up in one registration's time, not one per chunk. OK when none was needed.
-  absl::Status Replenish(std::size_t max_chunks, unsigned workers = 1);
+  // `added`, when given, is set to the chunks this call added.
+  absl::Status Replenish(std::size_t max_chunks, unsigned workers = 1,
+                         std::size_t* added = nullptr);
   // Room the keeper wants above low_watermark (growing ahead of consumption: its rate times the
   // time a chunk takes to build); BelowWatermark and Replenish aim at both. 0 by default; the
   // policy that sets it is the keeper's (pool/background.cc). Lock-free.

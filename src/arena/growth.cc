@@ -37,16 +37,13 @@ bool Arena::BelowWatermarkLocked() const {
   return uncarved_ + growing_ * config_.chunk_size < RoomTarget();
 }
 
-absl::Status Arena::Replenish(std::size_t max_chunks, unsigned workers) {
+absl::Status Arena::Replenish(std::size_t max_chunks, unsigned workers, std::size_t* added) {
+  std::size_t unused = 0;
+  if (added == nullptr) added = &unused;
+  *added = 0;
   MutexLock lock(&mu_);
-  if (workers <= 1) {
-    for (std::size_t n = 0; n < max_chunks && BelowWatermarkLocked(); ++n) {
-      PINPOOL_RETURN_IF_ERROR(GrowOne(Why::kBackground));
-    }
-    return absl::OkStatus();
-  }
   // Claim all that is missing at once (each claim counts as room, so this stops at the target),
-  // then build those chunks side by side.
+  // then build those chunks side by side (one after another on this thread when workers <= 1).
   std::vector<std::uint32_t> claimed;
   absl::Status claim_error;
   while (claimed.size() < max_chunks && BelowWatermarkLocked()) {
@@ -58,9 +55,8 @@ absl::Status Arena::Replenish(std::size_t max_chunks, unsigned workers) {
     }
     claimed.push_back(*index);
   }
-  std::size_t added = 0;
   absl::Status error =
-      BuildClaimedLocked(claimed, workers, Why::kBackground, nullptr, nullptr, &added);
+      BuildClaimedLocked(claimed, workers, Why::kBackground, nullptr, nullptr, added);
   return error.ok() ? claim_error : error;
 }
 

@@ -121,11 +121,18 @@ void BackgroundWork::Run() {
     if (policy_.keep_watermark) UpdateGrowAhead(now);
     if (policy_.keep_watermark && !backing_off && arena_.BelowWatermark()) {
       const Clock::time_point begin = Clock::now();
-      if (arena_.Replenish(SIZE_MAX, policy_.workers).ok()) {
-        // The chunks of one call are built side by side: the call's time is one build's (or a
-        // few, when there are more chunks than workers); smoothed as the rate is.
-        const double took = std::chrono::duration<double>(Clock::now() - begin).count();
-        build_seconds_ = build_seconds_ == 0 ? took : 0.5 * build_seconds_ + 0.5 * took;
+      std::size_t added = 0;
+      if (arena_.Replenish(SIZE_MAX, policy_.workers, &added).ok()) {
+        // The chunks of one call are built side by side, `workers` at a time: a round's time is
+        // one build's (not the call's: that would grow with the room asked for, and the room
+        // asked for with it). A slow build raises it at once, fast ones lower it slowly: builds
+        // come in bursts of slow ones (fresh memory to fault in, compaction), and room missing
+        // then is a wait.
+        if (added != 0) {
+          const std::size_t rounds = (added + policy_.workers - 1) / std::max(policy_.workers, 1u);
+          const double took = std::chrono::duration<double>(Clock::now() - begin).count() / rounds;
+          build_seconds_ = std::max(took, 0.875 * build_seconds_);
+        }
         backoff = kFirstBackoff;
       } else {
         retry_at = Clock::now() + backoff;
