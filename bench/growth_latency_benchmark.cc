@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pinpool/pool.h"
@@ -135,6 +136,9 @@ long InvoluntarySwitches() {
 void SteadyRate(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain) {
   const double bytes_per_ns = static_cast<double>(state.range(0)) * 1e6 / 1e9;
   const std::size_t total = SteadyBytes();
+  // PINPOOL_BENCH_STEADY_SLEEP=1: wait for each allocation's time asleep instead of spinning (the
+  // spinning thread takes a core from the pool's workers on a small machine).
+  const bool sleep_until_due = EnvOr("PINPOOL_BENCH_STEADY_SLEEP", 0) != 0;
   constexpr std::size_t kSteadyChunk = 32 * pinpool::kMiB;
   constexpr std::size_t kSteadyBlock = pinpool::kMiB;
   pinpool::PoolOptions o;
@@ -163,7 +167,11 @@ void SteadyRate(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain
       const Clock::time_point due =
           start + std::chrono::nanoseconds(static_cast<std::int64_t>(
                       static_cast<double>(i * kSteadyBlock) / bytes_per_ns));
-      while (Clock::now() < due) {
+      if (sleep_until_due) {
+        std::this_thread::sleep_until(due);
+      } else {
+        while (Clock::now() < due) {
+        }
       }
       const long switched = InvoluntarySwitches();
       const auto t0 = Clock::now();

@@ -58,7 +58,9 @@ class GrantLock;
 class PINPOOL_EXPORT Pool {
  public:
   // Validates the options, checks that `initial_size` fits under every ceiling before pinning
-  // or mapping anything (docs/ceilings.md), reserves the address range and maps `initial_size`.
+  // or mapping anything (docs/ceilings.md), reserves the address range and maps `initial_size`
+  // (only its first chunk with PoolOptions::initial_size_in_background: the pool's thread maps
+  // the rest, and Ready() / AwaitInitialSize() say when it is there).
   // Errors: kInvalidArgument (bad option), kResourceExhausted (budget, address space, and, for
   // initial_size before anything is pinned: RLIMIT_MEMLOCK, or the memory cgroup's limit, past
   // which the kernel would OOM-kill the process; the message names the ceiling, the numbers and
