@@ -22,7 +22,9 @@
 // behind_ms: how far the schedule slipped (0 when the pool kept pace), and preempted: allocations
 // during which the scheduler switched the thread out (on a small machine the pool's workers and
 // the allocating thread share the cores: those are slow without waiting for the pool). --smoke
-// (first argument) runs 64 MiB at two rates, one iteration each.
+// (first argument) runs 64 MiB at two rates, one iteration each. Also chunk_build_ms (mean) and
+// register_ms (Register's share of it). PINPOOL_BENCH_STEADY_SLEEP=1 sleeps until each
+// allocation is due instead of spinning.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
