@@ -8,7 +8,8 @@
 //  - a failure during the background start-up is reported (AwaitInitialSize, last_growth_error)
 //    and the pool keeps serving;
 //  - destroying the pool during its background start-up stops it and leaves nothing registered;
-//  - the keeper builds what is missing below the watermark on several threads at once.
+//  - the keeper builds what is missing below the watermark on several threads at once, and grows
+//    ahead of a steady rate that one chunk at a time up to the watermark cannot follow.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -189,6 +190,38 @@ TEST(KeepingPace, TheKeeperBuildsWhatIsMissingOnSeveralThreads) {
   }
   EXPECT_GE((*pool)->GetStats().chunks.size(), 5u);
   EXPECT_GE(d->max_in_flight(), 2);
+}
+
+// One chunk taken every 20 ms, a chunk built in 50 ms, a watermark of two chunks: a keeper that
+// grows only to the watermark falls behind (its two chunks last 40 ms); one that grows ahead by
+// the rate (2 x 100 MB/s x 50 ms: five more chunks) on several threads keeps pace.
+TEST(KeepingPace, TheKeeperGrowsAheadOfASteadyRate) {
+  auto d = std::make_shared<CountingDomain>("slow-parallel");
+  d->set_concurrent(true);
+  d->set_delay(std::chrono::milliseconds(50));
+  PoolOptions o = Options(d);
+  o.budget = 80 * kChunk;
+  o.initial_size = 2 * kChunk;
+  o.initial_size_in_background = false;
+  o.low_watermark = 2 * kChunk;
+  o.background_workers = 4;
+  auto pool = Pool::Create(o);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  std::vector<Block> blocks;
+  const auto take = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      blocks.push_back((*pool)->Allocate(kChunk / 4 * 3));  // one chunk each
+      ASSERT_TRUE(blocks.back());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  take(15);  // the keeper learns the rate and the build time
+  const std::uint64_t waits = (*pool)->GetStats().growth.growth_waits;
+  take(30);
+  const PoolStats s = (*pool)->GetStats();
+  EXPECT_EQ(s.growth.growth_waits - waits, 0u);
+  EXPECT_EQ(s.growth.allocation_growths, 0u);
+  for (const Block& b : blocks) (*pool)->Deallocate(b);
 }
 
 }  // namespace
