@@ -3,9 +3,12 @@
 // lock-free (BelowWatermark), kept up by Replenish, and waited for by WaitBelowWatermark, which
 // Carve wakes when an allocation takes the room below the watermark. Who keeps the watermark,
 // when, and how it backs off after a failure is the pool's business (pool/background.cc, or the
-// application calling Pool::Replenish): the arena runs no thread of its own. Replenish adds a
-// chunk with GrowOne, which holds no lock across the registration, so allocations meanwhile carve
-// from the chunks already there, and one that finds no room waits for the chunk in flight only.
+// application calling Pool::Replenish), and so is how far above the watermark to aim
+// (SetExtraRoom: the keeper's grow-ahead, measured with carved_total): the arena runs no thread of
+// its own. Replenish claims what is missing and builds it (BuildClaimedLocked: on the calling
+// thread, or on up to `workers` threads it starts and joins), holding no lock across a
+// registration, so allocations meanwhile carve from the chunks already there, and one that finds
+// no room waits for a chunk in flight only.
 //
 // Thread safety: as the arena (arena.h): any thread, any number at once.
 #include <algorithm>
