@@ -8,6 +8,12 @@
 // 64 MiB chunks. hugetlb needs vm.nr_hugepages >= total / 2 MiB (scripts/run-benchmarks.sh sets
 // it); without them those cases report the pool's own error.
 //   PINPOOL_BENCH_STARTUP_MIB=1024 build/bench/startup_benchmark
+//
+// cold_start/<domain>/4K/{foreground,background}: the time to the first block of a pool whose
+// initial_size is the whole total, when Create builds all of it (foreground) and when it builds
+// the first chunk and leaves the rest to the pool's thread (initial_size_in_background). Timed:
+// Create plus one Allocate (the manual time); reported: create_ms, first_block_ms, and
+// full_ms (seconds_to_initial_size, after AwaitInitialSize). 4 KiB pages, populated.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -77,6 +83,45 @@ void Startup(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain,
       threads != 0 ? threads : static_cast<double>(std::thread::hardware_concurrency());
 }
 
+void ColdStart(benchmark::State& state, std::shared_ptr<pinpool::Domain> domain, bool background) {
+  using Clock = std::chrono::steady_clock;
+  const std::size_t total = TotalBytes();
+  pinpool::PoolOptions o;
+  o.page_size = pinpool::PageSize::k4K;
+  o.chunk_size = 64 * pinpool::kMiB;
+  o.budget = total;
+  o.initial_size = total;
+  o.initial_size_in_background = background;
+  o.domains = {domain};
+  for (auto _ : state) {
+    const Clock::time_point start = Clock::now();
+    auto pool = pinpool::Pool::Create(o);
+    const Clock::time_point created = Clock::now();
+    if (!pool.ok()) {
+      state.SkipWithError(std::string(pool.status().message()).c_str());
+      break;
+    }
+    pinpool::Block b = (*pool)->Allocate(4096);
+    const Clock::time_point first = Clock::now();
+    if (!b) {
+      state.SkipWithError("the first allocation failed");
+      break;
+    }
+    state.SetIterationTime(std::chrono::duration<double>(first - start).count());
+    if (absl::Status s = (*pool)->AwaitInitialSize(std::chrono::minutes(5)); !s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      break;
+    }
+    state.counters["create_ms"] =
+        std::chrono::duration<double, std::milli>(created - start).count();
+    state.counters["first_block_ms"] =
+        std::chrono::duration<double, std::milli>(first - start).count();
+    state.counters["full_ms"] = 1e3 * (*pool)->GetStats().growth.seconds_to_initial_size;
+    (*pool)->Deallocate(b);
+    pool->reset();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,6 +148,15 @@ int main(int argc, char** argv) {
             ->Unit(benchmark::kMillisecond);
       }
     }
+  }
+  for (const bool background : {false, true}) {
+    const std::string bench =
+        "cold_start/" + name + "/4K/" + (background ? "background" : "foreground");
+    benchmark::RegisterBenchmark(
+        bench.c_str(),
+        [domain, background](benchmark::State& s) { ColdStart(s, domain, background); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

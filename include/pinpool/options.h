@@ -61,6 +61,14 @@ struct PoolOptions {
   // Bytes mapped and registered by Create (rounded up to chunks), so the first allocations do
   // not pay for growth. Growth after that happens on demand, off the per-thread fast path.
   std::size_t initial_size = 0;
+  // Cold start: Create maps and registers only the first chunk of initial_size and returns; the
+  // pool's background thread builds the rest (on up to reserve_threads threads), so the time to
+  // the first block does not grow with the pool. Allocations meanwhile work as usual (one that
+  // finds no room waits for a chunk in flight: GrowthStats::growth_waits). Pool::Ready() and
+  // Pool::AwaitInitialSize() say when all of it is there; a failure is kept in
+  // last_growth_error() and the pool keeps serving from what it has. Ceilings are still checked
+  // for all of initial_size before Create maps anything.
+  bool initial_size_in_background = false;
 
   // Fault every page in when a chunk is mapped (strongly recommended: first touch costs more
   // than registration, and registration of unpopulated memory faults it in anyway).
@@ -82,6 +90,11 @@ struct PoolOptions {
   // chunk's registration. 0: off (a thread that finds no room grows the pool itself).
   std::size_t low_watermark = 0;
   bool grow_in_background = true;
+  // Chunks the pool's thread builds at once to keep the watermark (0: as many as reserve_threads
+  // means). It also grows ahead of consumption: it measures the rate allocations take chunks and
+  // the time a chunk takes to build, and keeps that much more room than low_watermark, so a
+  // steady allocation rate the machine can build at never waits for a chunk (docs/growth.md).
+  unsigned background_workers = 0;
 
   // Trim policy: every trim_interval_ms milliseconds (0: never) the pool's thread calls
   // Pool::Trim(trim_floor): idle chunks above the floor are given back (deregistered, unmapped).

@@ -27,6 +27,7 @@
 #define PINPOOL_POOL_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -57,7 +58,9 @@ class GrantLock;
 class PINPOOL_EXPORT Pool {
  public:
   // Validates the options, checks that `initial_size` fits under every ceiling before pinning
-  // or mapping anything (docs/ceilings.md), reserves the address range and maps `initial_size`.
+  // or mapping anything (docs/ceilings.md), reserves the address range and maps `initial_size`
+  // (only its first chunk with PoolOptions::initial_size_in_background: the pool's thread maps
+  // the rest, and Ready() / AwaitInitialSize() say when it is there).
   // Errors: kInvalidArgument (bad option), kResourceExhausted (budget, address space, and, for
   // initial_size before anything is pinned: RLIMIT_MEMLOCK, or the memory cgroup's limit, past
   // which the kernel would OOM-kill the process; the message names the ceiling, the numbers and
@@ -136,6 +139,14 @@ class PINPOOL_EXPORT Pool {
   // memory cgroup's headroom (the same messages as Create's, ending "or lower
   // PoolOptions::budget"); growth on the allocation path meets the same checks.
   absl::Status Reserve(std::size_t bytes);
+  // Whether all of initial_size is mapped: true once Create returns, unless
+  // PoolOptions::initial_size_in_background asked for the rest to be built after it returned.
+  // A few loads, no lock held across growth.
+  bool Ready() const;
+  // Waits at most `timeout` for all of initial_size: OK once mapped; the start-up's failure when
+  // it failed (kept in last_growth_error() as well; the pool serves from what it has);
+  // kDeadlineExceeded when the time ran out first.
+  absl::Status AwaitInitialSize(std::chrono::nanoseconds timeout) const;
   // Why the last growth failed (OK if none did), whichever thread grew: an allocation, Reserve,
   // the background grower or Replenish.
   absl::Status last_growth_error() const;
@@ -213,7 +224,8 @@ class PINPOOL_EXPORT Pool {
   // Aborts, naming `what`, if the pool has been destroyed (and its memory not yet reused).
   PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
   // The background thread (low watermark, trim policy), as the options ask (pool/growth.cc).
-  PINPOOL_NO_EXPORT void StartBackgroundWork();
+  // `start`: when Create began (the start-up times are measured from it).
+  PINPOOL_NO_EXPORT void StartBackgroundWork(std::chrono::steady_clock::time_point start);
 
   static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
   static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"
@@ -238,9 +250,10 @@ class PINPOOL_EXPORT Pool {
   const std::atomic<fast_v1::PageEntry*>* page_table_ = nullptr;
   std::uint64_t alive_ = kAlive;
   PoolOptions options_;  // as created with, the default domain filled in
-  // Seconds Create took to map its first chunk and all of initial_size; -1 when it mapped none.
+  // Seconds from Create's start to its first chunk and to all of initial_size; -1 when it mapped
+  // none, or not yet (the background start-up writes the second).
   double startup_first_chunk_ = -1;
-  double startup_initial_size_ = -1;
+  std::atomic<double> startup_initial_size_{-1};
   // Last, away from the fast path's line: the slow path's histogram and the metrics socket.
   std::unique_ptr<internal::PoolMetrics> metrics_;
 };

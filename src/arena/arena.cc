@@ -300,6 +300,7 @@ void* Arena::CarveLocked(std::size_t size, std::size_t alignment) {
       const std::size_t new_carved = start + size - c.base;
       uncarved_ -= new_carved - carved_[i];
       uncarved_now_.store(uncarved_, std::memory_order_relaxed);
+      carved_total_.fetch_add(new_carved - carved_[i], std::memory_order_relaxed);
       carved_[i] = new_carved;
       carved_end_[i].store(carved_[i], std::memory_order_release);
       return reinterpret_cast<void*>(start);
@@ -343,11 +344,65 @@ void Arena::ReturnChunk(const void* chunk_base) {
   carved_end_[index].store(0, std::memory_order_release);
 }
 
-absl::Status Arena::Reserve(std::size_t bytes, std::chrono::steady_clock::time_point* first_added) {
+absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed,
+                                       std::size_t workers, Why why,
+                                       std::chrono::steady_clock::time_point* first_added,
+                                       const std::atomic<bool>* cancel, std::size_t* added) {
+  std::vector<absl::Status> errors;
+  std::size_t published = 0;
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  const auto stop = [&] {
+    return failed.load() || (cancel != nullptr && cancel->load(std::memory_order_relaxed));
+  };
+  const auto work = [&](bool on_node) {
+    if (on_node && config_.numa_node >= 0) os::RunOnNodeCpus(config_.numa_node);
+    for (std::size_t i; !stop() && (i = next.fetch_add(1)) < claimed.size();) {
+      absl::StatusOr<Built> built = Build(claimed[i]);
+      MutexLock relock(&mu_);
+      if (absl::Status s = PublishLocked(claimed[i], std::move(built), why); s.ok()) {
+        if (published++ == 0 && first_added != nullptr) {
+          *first_added = std::chrono::steady_clock::now();
+        }
+      } else {
+        errors.push_back(s);
+        failed.store(true);
+      }
+    }
+  };
+  workers = std::min(workers, claimed.size());
+  mu_.Unlock();
+  if (workers <= 1) {
+    work(false);  // the caller's thread, whose affinity is the caller's business
+  } else {
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < workers; ++t) threads.emplace_back(work, true);
+    for (std::thread& t : threads) t.join();
+  }
+  mu_.Lock();
+  for (std::size_t i = std::min(next.load(), claimed.size()); i < claimed.size(); ++i) {
+    slots_[claimed[i]] = Slot::kEmpty;  // claimed, never built
+    --growing_;
+  }
+  growing_now_.store(growing_, std::memory_order_relaxed);
+  slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+  chunk_done_.NotifyAll();
+  *added = published;
+  if (!errors.empty()) return errors.front();
+  if (published < claimed.size()) return absl::CancelledError("growth stopped by its owner");
+  return absl::OkStatus();
+}
+
+absl::Status Arena::Reserve(std::size_t bytes, std::chrono::steady_clock::time_point* first_added,
+                            const std::atomic<bool>* cancel) {
   const std::size_t want = (bytes + config_.chunk_size - 1) / config_.chunk_size;
   MutexLock lock(&mu_);
+  std::size_t added = 0;
   for (;;) {
     if (ready_ >= want) return absl::OkStatus();
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+      return absl::CancelledError("Reserve stopped by its owner");
+    }
     if (ready_ + growing_ >= want) {
       chunk_done_.Wait(&mu_);  // others are building the rest; a failure of theirs loops again
       continue;
@@ -363,55 +418,21 @@ absl::Status Arena::Reserve(std::size_t bytes, std::chrono::steady_clock::time_p
       }
       claimed.push_back(*index);
     }
-    // Workers take claimed slots in order; after a failure none takes another (the rest are
-    // released unbuilt), so a failing Reserve stops as soon as it can.
-    std::vector<absl::Status> errors;
-    std::size_t added = 0;
-    std::atomic<std::size_t> next{0};
-    std::atomic<bool> failed{false};
-    const auto work = [&](bool on_node) {
-      if (on_node && config_.numa_node >= 0) os::RunOnNodeCpus(config_.numa_node);
-      for (std::size_t i; !failed.load() && (i = next.fetch_add(1)) < claimed.size();) {
-        absl::StatusOr<Built> built = Build(claimed[i]);
-        MutexLock relock(&mu_);
-        if (absl::Status s = PublishLocked(claimed[i], std::move(built), Why::kReserve); s.ok()) {
-          if (added++ == 0 && first_added != nullptr) {
-            *first_added = std::chrono::steady_clock::now();
-          }
-        } else {
-          errors.push_back(s);
-          failed.store(true);
-        }
-      }
-    };
-    const std::size_t workers = std::min<std::size_t>(config_.reserve_threads, claimed.size());
-    mu_.Unlock();
-    if (workers <= 1) {
-      work(false);  // the caller's thread, whose affinity is the caller's business
-    } else {
-      std::vector<std::thread> threads;
-      for (std::size_t t = 0; t < workers; ++t) threads.emplace_back(work, true);
-      for (std::thread& t : threads) t.join();
-    }
-    mu_.Lock();
-    for (std::size_t i = std::min(next.load(), claimed.size()); i < claimed.size(); ++i) {
-      slots_[claimed[i]] = Slot::kEmpty;  // claimed, never built
-      --growing_;
-    }
-    growing_now_.store(growing_, std::memory_order_relaxed);
-    slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
-    chunk_done_.NotifyAll();
+    std::size_t round = 0;
+    absl::Status error = BuildClaimedLocked(claimed, config_.reserve_threads, Why::kReserve,
+                                            added == 0 ? first_added : nullptr, cancel, &round);
+    added += round;
     if (!claim_error.ok()) {
       ++growth_failures_;  // PublishLocked counted the others
       last_growth_error_ = claim_error;
-      errors.push_back(claim_error);
+      if (error.ok()) error = claim_error;
     }
-    if (!errors.empty()) {
+    if (absl::IsCancelled(error)) return error;
+    if (!error.ok()) {
       return absl::Status(
-          errors.front().code(),
-          absl::StrFormat("Reserve(%s): %d chunk(s) added, %s mapped now, then: %s",
-                          FormatBytes(bytes), added, FormatBytes(ready_ * config_.chunk_size),
-                          errors.front().message()));
+          error.code(), absl::StrFormat("Reserve(%s): %d chunk(s) added, %s mapped now, then: %s",
+                                        FormatBytes(bytes), added,
+                                        FormatBytes(ready_ * config_.chunk_size), error.message()));
     }
   }
 }

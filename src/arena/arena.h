@@ -175,9 +175,12 @@ class Arena {
   // Grows until at least `bytes` are mapped, building up to reserve_threads chunks at once (each
   // worker on the NUMA node's CPUs). Chunks built before a failure stay; the error says how many
   // of those asked for were added. `first_added`, when given, is set to when the first chunk this
-  // call added was published (left alone when it added none).
+  // call added was published (left alone when it added none). Once `*cancel` is true no worker
+  // starts another chunk (chunks being built finish) and Reserve returns kCancelled: how the
+  // pool's background start-up lets its owner stop it early.
   absl::Status Reserve(std::size_t bytes,
-                       std::chrono::steady_clock::time_point* first_added = nullptr);
+                       std::chrono::steady_clock::time_point* first_added = nullptr,
+                       const std::atomic<bool>* cancel = nullptr);
   absl::Status last_growth_error() const;
 
   // Growth off the allocation path (growth.cc): primitives for whoever keeps the low watermark
@@ -185,9 +188,22 @@ class Arena {
   // room no allocation has taken yet, counting chunks in flight, is below the low watermark and
   // the budget has room. Lock-free.
   bool BelowWatermark() const noexcept;
-  // Adds chunks on the calling thread while below the watermark, at most `max_chunks`. OK when
-  // none was needed.
-  absl::Status Replenish(std::size_t max_chunks);
+  // Adds what is missing below the watermark, at most `max_chunks`: claimed at once, built on up
+  // to `workers` threads at once (1: the calling thread alone), so a keeper that falls behind
+  // catches up in one registration's time, not one per chunk. OK when none was needed.
+  // `added`, when given, is set to the chunks this call added.
+  absl::Status Replenish(std::size_t max_chunks, unsigned workers = 1,
+                         std::size_t* added = nullptr);
+  // Room the keeper wants above low_watermark (growing ahead of consumption: its rate times the
+  // time a chunk takes to build); BelowWatermark and Replenish aim at both. 0 by default; the
+  // policy that sets it is the keeper's (pool/background.cc). Lock-free.
+  void SetExtraRoom(std::size_t bytes) noexcept {
+    extra_room_.store(bytes, std::memory_order_relaxed);
+  }
+  // Bytes Carve has handed out, ever (the keeper's measure of consumption). Lock-free.
+  std::uint64_t carved_total() const noexcept {
+    return carved_total_.load(std::memory_order_relaxed);
+  }
   // Blocks until the room is below the watermark (an allocation took it: Carve signals it),
   // `deadline` passes, or ReleaseWaiters was called. Returns BelowWatermark() as it leaves.
   bool WaitBelowWatermark(std::chrono::steady_clock::time_point deadline);
@@ -230,8 +246,18 @@ class Arena {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Claim, build, publish: one chunk, on the calling thread.
   absl::Status GrowOne(Why why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Builds and publishes the claimed slots on up to `workers` threads (1: this one), taken in
+  // order; after a failure, or once `*cancel` is set, none takes another and the rest are released
+  // unbuilt. Returns the first error (kCancelled when cancelled); `added` counts the chunks
+  // published. Lets go of `mu_` while building.
+  absl::Status BuildClaimedLocked(const std::vector<std::uint32_t>& claimed, std::size_t workers,
+                                  Why why, std::chrono::steady_clock::time_point* first_added,
+                                  const std::atomic<bool>* cancel, std::size_t* added)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void* CarveLocked(std::size_t size, std::size_t alignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool BelowWatermarkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The room the keeper aims at: low_watermark plus the extra room (0 when the watermark is off).
+  std::size_t RoomTarget() const noexcept;
   std::size_t DomainsThatPin(Pinning kind) const noexcept;
   // Bytes the memory cgroup is charged for one chunk: all of it when it is populated or pinned
   // (pinning faults every page in), unless the chunk must be hugetlb pages (charged to the
@@ -279,6 +305,8 @@ class Arena {
   std::atomic<std::size_t> growing_now_{0};
   std::atomic<std::size_t> slots_taken_now_{0};
   std::atomic<std::size_t> uncarved_now_{0};
+  std::atomic<std::size_t> extra_room_{0};      // SetExtraRoom
+  std::atomic<std::uint64_t> carved_total_{0};  // carved_total
   std::vector<ArenaStats::DomainCounters> domain_counters_ ABSL_GUARDED_BY(mu_);
   std::uint64_t growth_failures_ ABSL_GUARDED_BY(mu_) = 0;
   GrowthStats growth_ ABSL_GUARDED_BY(mu_);  // its counters; the levels are filled by Stats()

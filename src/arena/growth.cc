@@ -3,18 +3,27 @@
 // lock-free (BelowWatermark), kept up by Replenish, and waited for by WaitBelowWatermark, which
 // Carve wakes when an allocation takes the room below the watermark. Who keeps the watermark,
 // when, and how it backs off after a failure is the pool's business (pool/background.cc, or the
-// application calling Pool::Replenish): the arena runs no thread of its own. Replenish adds a
-// chunk with GrowOne, which holds no lock across the registration, so allocations meanwhile carve
-// from the chunks already there, and one that finds no room waits for the chunk in flight only.
+// application calling Pool::Replenish), and so is how far above the watermark to aim
+// (SetExtraRoom: the keeper's grow-ahead, measured with carved_total): the arena runs no thread of
+// its own. Replenish claims what is missing and builds it (BuildClaimedLocked: on the calling
+// thread, or on up to `workers` threads it starts and joins), holding no lock across a
+// registration, so allocations meanwhile carve from the chunks already there, and one that finds
+// no room waits for a chunk in flight only.
 //
 // Thread safety: as the arena (arena.h): any thread, any number at once.
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "arena/arena.h"
 #include "util/status_macros.h"
 
 namespace pinpool::internal {
+
+std::size_t Arena::RoomTarget() const noexcept {
+  if (config_.low_watermark == 0) return 0;
+  return config_.low_watermark + extra_room_.load(std::memory_order_relaxed);
+}
 
 bool Arena::BelowWatermark() const noexcept {
   if (config_.low_watermark == 0) return false;
@@ -22,21 +31,36 @@ bool Arena::BelowWatermark() const noexcept {
   if (taken >= max_chunks_) return false;
   const std::size_t room = uncarved_now_.load(std::memory_order_relaxed) +
                            growing_now_.load(std::memory_order_relaxed) * config_.chunk_size;
-  return room < config_.low_watermark;
+  return room < RoomTarget();
 }
 
 bool Arena::BelowWatermarkLocked() const {
   if (config_.low_watermark == 0) return false;
   if (ready_ + growing_ + trimming_ >= max_chunks_) return false;
-  return uncarved_ + growing_ * config_.chunk_size < config_.low_watermark;
+  return uncarved_ + growing_ * config_.chunk_size < RoomTarget();
 }
 
-absl::Status Arena::Replenish(std::size_t max_chunks) {
+absl::Status Arena::Replenish(std::size_t max_chunks, unsigned workers, std::size_t* added) {
+  std::size_t unused = 0;
+  if (added == nullptr) added = &unused;
+  *added = 0;
   MutexLock lock(&mu_);
-  for (std::size_t n = 0; n < max_chunks && BelowWatermarkLocked(); ++n) {
-    PINPOOL_RETURN_IF_ERROR(GrowOne(Why::kBackground));
+  // Claim all that is missing at once (each claim counts as room, so this stops at the target),
+  // then build those chunks side by side (one after another on this thread when workers <= 1).
+  std::vector<std::uint32_t> claimed;
+  absl::Status claim_error;
+  while (claimed.size() < max_chunks && BelowWatermarkLocked()) {
+    absl::StatusOr<std::uint32_t> index = ClaimLocked();
+    if (!index.ok()) {
+      ++growth_failures_;
+      last_growth_error_ = claim_error = index.status();
+      break;
+    }
+    claimed.push_back(*index);
   }
-  return absl::OkStatus();
+  absl::Status error =
+      BuildClaimedLocked(claimed, workers, Why::kBackground, nullptr, nullptr, added);
+  return error.ok() ? claim_error : error;
 }
 
 bool Arena::WaitBelowWatermark(std::chrono::steady_clock::time_point deadline) {

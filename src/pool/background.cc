@@ -2,6 +2,7 @@
 #include "pool/background.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "os/os.h"
 
@@ -14,7 +15,9 @@ std::size_t TrimIdleChunks(Heap& heap, Arena& arena, std::size_t floor_bytes) {
 
 std::unique_ptr<BackgroundWork> BackgroundWork::Start(Heap& heap, Arena& arena,
                                                       const Policy& policy) {
-  if (!policy.keep_watermark && policy.trim_every.count() == 0) return nullptr;
+  if (!policy.keep_watermark && policy.trim_every.count() == 0 && policy.startup_bytes == 0) {
+    return nullptr;
+  }
   return std::unique_ptr<BackgroundWork>(new BackgroundWork(heap, arena, policy));
 }
 
@@ -25,6 +28,7 @@ BackgroundWork::~BackgroundWork() {
   {
     MutexLock lock(&mu_);
     stop_ = true;
+    stopping_.store(true, std::memory_order_relaxed);
     stop_wake_.NotifyAll();
   }
   arena_.ReleaseWaiters();
@@ -46,11 +50,61 @@ bool BackgroundWork::Sleep(std::chrono::steady_clock::time_point until, bool for
   return !stop_;
 }
 
+bool BackgroundWork::StartupDone() const {
+  MutexLock lock(&mu_);
+  return startup_over_ && startup_status_.ok();
+}
+
+absl::Status BackgroundWork::AwaitStartup(std::chrono::nanoseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(&mu_);
+  while (!startup_over_) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) {
+      return absl::DeadlineExceededError("the pool's initial_size is still being mapped");
+    }
+    startup_done_.WaitFor(&mu_, std::min<std::chrono::nanoseconds>(left, std::chrono::hours(1)));
+  }
+  return startup_status_;
+}
+
+void BackgroundWork::FinishStartup() {
+  absl::Status s;
+  if (policy_.startup_bytes != 0) {
+    s = arena_.Reserve(policy_.startup_bytes, nullptr, &stopping_);
+    if (s.ok() && policy_.initial_size_seconds != nullptr) {
+      policy_.initial_size_seconds->store(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - policy_.startup_begin)
+              .count());
+    }
+  }
+  MutexLock lock(&mu_);
+  startup_over_ = true;
+  startup_status_ = s;
+  startup_done_.NotifyAll();
+}
+
+void BackgroundWork::UpdateGrowAhead(std::chrono::steady_clock::time_point now) {
+  constexpr auto kMinWindow = std::chrono::milliseconds(1);
+  const std::uint64_t carved = arena_.carved_total();
+  const double window = std::chrono::duration<double>(now - rate_since_).count();
+  if (now - rate_since_ < kMinWindow) return;
+  // Half of each new window: a change of pace shows within a few chunks, a lull decays it.
+  bytes_per_second_ =
+      0.5 * bytes_per_second_ + 0.5 * static_cast<double>(carved - carved_since_) / window;
+  rate_since_ = now;
+  carved_since_ = carved;
+  arena_.SetExtraRoom(static_cast<std::size_t>(bytes_per_second_ * 2 * build_seconds_));
+}
+
 void BackgroundWork::Run() {
   using Clock = std::chrono::steady_clock;
   constexpr auto kFirstBackoff = std::chrono::milliseconds(10);
   constexpr auto kMaxBackoff = std::chrono::seconds(2);
   if (policy_.numa_node >= 0) os::RunOnNodeCpus(policy_.numa_node);
+  FinishStartup();
+  rate_since_ = Clock::now();
+  carved_since_ = arena_.carved_total();
   const bool trims = policy_.trim_every.count() > 0;
   std::chrono::nanoseconds backoff = kFirstBackoff;
   Clock::time_point next_trim =
@@ -64,8 +118,21 @@ void BackgroundWork::Run() {
       continue;
     }
     const bool backing_off = now < retry_at;
+    if (policy_.keep_watermark) UpdateGrowAhead(now);
     if (policy_.keep_watermark && !backing_off && arena_.BelowWatermark()) {
-      if (arena_.Replenish(1).ok()) {
+      const Clock::time_point begin = Clock::now();
+      std::size_t added = 0;
+      if (arena_.Replenish(SIZE_MAX, policy_.workers, &added).ok()) {
+        // The chunks of one call are built side by side, `workers` at a time: a round's time is
+        // one build's (not the call's: that would grow with the room asked for, and the room
+        // asked for with it). A slow build raises it at once, fast ones lower it slowly: builds
+        // come in bursts of slow ones (fresh memory to fault in, compaction), and room missing
+        // then is a wait.
+        if (added != 0) {
+          const std::size_t rounds = (added + policy_.workers - 1) / std::max(policy_.workers, 1u);
+          const double took = std::chrono::duration<double>(Clock::now() - begin).count() / rounds;
+          build_seconds_ = std::max(took, 0.875 * build_seconds_);
+        }
         backoff = kFirstBackoff;
       } else {
         retry_at = Clock::now() + backoff;

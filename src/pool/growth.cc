@@ -10,6 +10,7 @@
 #include "pinpool/pool.h"
 #include "pool/background.h"
 #include "pool/growth_stats.h"
+#include "pool/placement.h"
 
 namespace pinpool {
 
@@ -25,14 +26,32 @@ std::size_t Pool::Trim(std::size_t floor_bytes) {
   return internal::TrimIdleChunks(*heap_, *arena_, floor_bytes);
 }
 
-void Pool::StartBackgroundWork() {
+void Pool::StartBackgroundWork(std::chrono::steady_clock::time_point start) {
+  const int node = arena_->Stats().growth.numa_node;
+  const std::size_t built = arena_->Stats().chunks.size() * arena_->chunk_size();
   background_ = internal::BackgroundWork::Start(
       *heap_, *arena_,
       {// Without grow_in_background the application keeps the watermark (Replenish).
        .keep_watermark = options_.grow_in_background && options_.low_watermark != 0,
        .trim_every = std::chrono::milliseconds(options_.trim_interval_ms),
        .trim_floor = options_.trim_floor,
-       .numa_node = arena_->Stats().growth.numa_node});
+       .numa_node = node,
+       .workers = options_.background_workers != 0 ? options_.background_workers
+                                                   : internal::ReserveThreads(options_, node),
+       // Create built only the first chunk when it left the rest to the background.
+       .startup_bytes = built < options_.initial_size ? options_.initial_size : 0,
+       .startup_begin = start,
+       .initial_size_seconds = &startup_initial_size_});
+}
+
+bool Pool::Ready() const {
+  CheckAlive("Ready");
+  return background_ == nullptr || background_->StartupDone();
+}
+
+absl::Status Pool::AwaitInitialSize(std::chrono::nanoseconds timeout) const {
+  CheckAlive("AwaitInitialSize");
+  return background_ == nullptr ? absl::OkStatus() : background_->AwaitStartup(timeout);
 }
 
 namespace internal {

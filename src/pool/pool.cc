@@ -3,6 +3,7 @@
 // (docs/robustness.md has the policy for each misuse).
 #include "pinpool/pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -55,13 +56,21 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   pool->options_ = std::move(options);
   const auto start = std::chrono::steady_clock::now();
   auto first_chunk = start;
-  PINPOOL_RETURN_IF_ERROR(pool->arena_->Reserve(pool->options_.initial_size, &first_chunk));
+  // In the background mode Create builds one chunk; the background work builds the rest
+  // (StartBackgroundWork sees what is missing) and times seconds_to_initial_size itself.
+  const std::size_t now_size =
+      pool->options_.initial_size_in_background
+          ? std::min(pool->options_.initial_size, pool->options_.chunk_size)
+          : pool->options_.initial_size;
+  PINPOOL_RETURN_IF_ERROR(pool->arena_->Reserve(now_size, &first_chunk));
   if (pool->options_.initial_size != 0) {
     const auto seconds = [&](auto t) { return std::chrono::duration<double>(t - start).count(); };
     pool->startup_first_chunk_ = seconds(first_chunk);
-    pool->startup_initial_size_ = seconds(std::chrono::steady_clock::now());
+    if (now_size == pool->options_.initial_size) {
+      pool->startup_initial_size_ = seconds(std::chrono::steady_clock::now());
+    }
   }
-  pool->StartBackgroundWork();
+  pool->StartBackgroundWork(start);
   return pool;
 }
 
