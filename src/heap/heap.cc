@@ -112,7 +112,7 @@ struct ThreadCacheOwner {
 };
 thread_local ThreadCacheOwner tls_cache_owner;
 
-Heap::Heap(Arena* arena, std::uint64_t id, bool debug_checks)
+Heap::Heap(Arena* arena, std::uint64_t id, bool debug_checks, ChunkSource* source)
     : arena_(arena),
       id_(id),
       secret_(NewSecret()),
@@ -120,12 +120,13 @@ Heap::Heap(Arena* arena, std::uint64_t id, bool debug_checks)
       thread_cache_budget_(ThreadCacheBudget(arena->range_size())),
       chunks_(arena),
       pages_(arena->range_base(), arena->chunk_shift(), arena->range_size() >> arena->chunk_shift(),
-             &chunks_, &metadata_),
+             source != nullptr ? source : &chunks_, &metadata_),
       central_(&pages_, &metadata_, secret_, TransferBudget(arena->range_size())) {}
 
-absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena, bool debug_checks) {
+absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena, bool debug_checks,
+                                                   ChunkSource* source) {
   RegisterMembarrier();  // now, while system calls are allowed: a drain must not need one more
-  std::unique_ptr<Heap> heap(new Heap(arena, next_heap_id.fetch_add(1), debug_checks));
+  std::unique_ptr<Heap> heap(new Heap(arena, next_heap_id.fetch_add(1), debug_checks, source));
   if (!heap->pages_.ok()) {
     return absl::ResourceExhaustedError(
         "cannot map the heap's page map (out of memory for allocator metadata)");

@@ -74,8 +74,11 @@ class Heap {
   static constexpr std::uint64_t kDeadId = ~std::uint64_t{0};
 
   // With `debug_checks` the heap keeps no thread caches and records every live block, so every
-  // free is checked exactly (see PoolOptions::debug_checks).
-  static absl::StatusOr<std::unique_ptr<Heap>> Create(Arena* arena, bool debug_checks = false);
+  // free is checked exactly (see PoolOptions::debug_checks). `source`, when not null, is where
+  // the heap takes whole chunks and gives them back (a pool's buffer class: the pool decides
+  // which chunks a class may hold); it must outlive the heap. Null: the arena's chunks, freely.
+  static absl::StatusOr<std::unique_ptr<Heap>> Create(Arena* arena, bool debug_checks = false,
+                                                      ChunkSource* source = nullptr);
   ~Heap();
   Heap(const Heap&) = delete;
   Heap& operator=(const Heap&) = delete;
@@ -175,7 +178,7 @@ class Heap {
     Arena* const arena_;
   };
 
-  Heap(Arena* arena, std::uint64_t id, bool debug_checks);
+  Heap(Arena* arena, std::uint64_t id, bool debug_checks, ChunkSource* source);
 
   // This thread's cache of this heap (made on first use), or null with debug checks or after the
   // thread's caches are gone.
