@@ -61,7 +61,10 @@ absl::StatusOr<std::unique_ptr<PoolClasses>> PoolClasses::Create(Arena* arena,
   p->heap_ids_ = std::make_unique<std::uint64_t[]>(p->classes_.size());
   for (std::size_t i = 1; i < p->classes_.size(); ++i) {
     Class& k = *p->classes_[i];
-    PINPOOL_ASSIGN_OR_RETURN(k.heap_owned, Heap::Create(arena, options.debug_checks, &k.source));
+    PINPOOL_ASSIGN_OR_RETURN(k.heap_owned,
+                             Heap::Create(arena, {.debug_checks = options.debug_checks,
+                                                  .source = &k.source,
+                                                  .zero_new_spans = k.scrub == Scrub::kOnReuse}));
     k.heap = k.heap_owned.get();
     p->heap_ids_[i] = k.heap->id();
   }

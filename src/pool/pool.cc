@@ -58,8 +58,9 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   }
   PINPOOL_ASSIGN_OR_RETURN(
       std::unique_ptr<internal::Heap> heap,
-      internal::Heap::Create(arena.get(), options.debug_checks,
-                             classes != nullptr ? classes->default_source() : nullptr));
+      internal::Heap::Create(arena.get(),
+                             {.debug_checks = options.debug_checks,
+                              .source = classes != nullptr ? classes->default_source() : nullptr}));
   std::unique_ptr<Pool> pool(new Pool(std::move(arena), std::move(heap)));
   pool->AttachClasses(std::move(classes));
   pool->options_ = std::move(options);
