@@ -247,8 +247,9 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
     const std::size_t usable = heap.CheckBlock(data, size, "Deallocate");
     std::memset(data, 0, usable);
     classes_->CountScrubbed(c, usable);
-  } else if (c != 0 && (reinterpret_cast<std::uintptr_t>(data) & 15) == 0 &&
-             (entry & internal::Arena::kSlowFreeTag) == 0) {
+  }
+  if (c != 0 && (reinterpret_cast<std::uintptr_t>(data) & 15) == 0 &&
+      (entry & internal::Arena::kSlowFreeTag) == 0) {
     // A named class's block: the inline path looked in the default heap's page map, which does
     // not hold it; the same checked push onto this thread's cache of the class's heap.
     const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(data) - range_base_;
