@@ -16,6 +16,10 @@
 // that finds no room does it, and one that finds another chunk being added waits for that chunk
 // only (docs/growth.md). Destroying the pool while other threads use it is a bug.
 //
+// Buffer classes (PoolOptions::classes, docs/classes.md): named shares of the pool, each with a
+// reservation in whole chunks no other class can take and a cap; Allocate(ClassId, size) draws
+// from a class, Allocate(size) from the default class, exactly as fast as without classes.
+//
 // Errors: Create and Reserve return a Status saying which limit was hit and what to change. The
 // allocation path never throws: it returns an empty Block, and last_growth_error() says why.
 // Misuse that would corrupt the pool aborts with a message naming the pointer and the rule:
