@@ -131,8 +131,12 @@ Pool::~Pool() {
   StoreForLater(range_size_, std::size_t{0});
   StoreForLater(max_block_, std::size_t{0});
   StoreForLater(alive_, kDestroyed);
-  // The members go in reverse order of declaration: the background work stops first, then the
-  // grant registry, the heap (which lets go of the chunks) and the arena (which unmaps them).
+  // The classes (declared last, so destroyed first) hold the ledger the default heap gives
+  // chunks back to: the background trim must stop before they go.
+  if (classes_ != nullptr) background_.reset();
+  // The members go in reverse order of declaration: the classes' heaps and ledger, the
+  // background work, then the grant registry, the heap (which lets go of the chunks) and the
+  // arena (which unmaps them).
 }
 
 void Pool::CheckAlive(const char* what) const noexcept {

@@ -271,6 +271,23 @@ TEST(ClassesDeathTest, AClassIdOfNoClassAborts) {
   EXPECT_DEATH(pool->Allocate(ClassId{2}, 64, 64), "not one of its classes");
 }
 
+// A named class's block is checked on its free as closely as a default one (its free takes the
+// library's path): a double free and an interior pointer abort naming the rule, scrubbing or not.
+TEST(ClassesDeathTest, MisusedFreesOfAClassBlockAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (Scrub scrub : {Scrub::kNone, Scrub::kOnReuse}) {
+    auto pool = Pool::Create(Options(64 * kMiB, {{.name = "rx", .scrub = scrub}})).value();
+    const ClassId rx = pool->ClassOf("rx").value();
+    Block b = pool->Allocate(rx, 256);
+    Block keep = pool->Allocate(rx, 256);
+    pool->Deallocate(b);
+    EXPECT_DEATH(pool->Deallocate(b), "free already");
+    EXPECT_DEATH(pool->Deallocate(static_cast<char*>(keep.data()) + 16),
+                 "not the start of a block");
+    pool->Deallocate(keep);
+  }
+}
+
 // Tenants A and B (one class each) churn on two threads, each filling every block it gets with
 // its own 8-byte word and counting the other's words in every block it gets (words, not bytes:
 // the heap's free marks are random words that hold any byte); Trim keeps handing idle chunks
