@@ -66,6 +66,7 @@ for line in open(counts):
     alloc, form, size = name.split('/')
     per[(alloc + '/' + form, int(size))] = int(total) / pairs
 columns = ['pinpool/block', 'pinpool/sized', 'pinpool/address', 'pinpool/c',
+           'classes/default', 'classes/named', 'classes/on_reuse', 'classes/on_class_change',
            'tcmalloc/sized', 'tcmalloc/address', 'mimalloc/sized', 'mimalloc/address',
            'glibc/address', 'loop/-']
 columns = [c for c in columns if any((c, s) in per for s in sizes)]

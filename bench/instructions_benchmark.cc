@@ -67,6 +67,25 @@ Pool& CxxPool() {
   return *pool;
 }
 
+// The same pool with two named buffer classes (docs/classes.md): the default class's path must
+// cost what it did; a named class's allocation is the same inline pop, its free one call.
+Pool& ClassesPool() {
+  static Pool* pool = [] {
+    pinpool::PoolOptions o;
+    o.chunk_size = 8 << 20;
+    o.budget = 64 << 20;
+    o.initial_size = 8 << 20;
+    o.page_size = pinpool::PageSize::k4K;
+    o.domains = {pinpool::MakeResidentNotPinnedDomain()};
+    o.classes = {{.name = "receive", .reserved = 16 << 20},
+                 {.name = "send"},
+                 {.name = "on_reuse", .scrub = pinpool::Scrub::kOnReuse},
+                 {.name = "on_class_change", .scrub = pinpool::Scrub::kOnClassChange}};
+    return &pinpool::bench::LeakedPool(std::move(o));
+  }();
+  return *pool;
+}
+
 // The C API's pools use the default domain (long-term pin through io_uring); it is made only
 // when the C form runs.
 pinpool_pool_t* CPool() {
@@ -121,6 +140,30 @@ PAIR_LOOP(LoopPinpoolAddress, Pool& pool = CxxPool(), {
   Escape(p);
   pool.Deallocate(p);
 })
+PAIR_LOOP(LoopClassesDefault, Pool& pool = ClassesPool(), {
+  const Block b = pool.Allocate(size);
+  Escape(b.data());
+  pool.Deallocate(b);
+})
+PAIR_LOOP(LoopClassesNamed, Pool& pool = ClassesPool();
+          const pinpool::ClassId cls = pool.ClassOf("receive").value(), {
+            const Block b = pool.Allocate(cls, size);
+            Escape(b.data());
+            pool.Deallocate(b);
+          })
+// What each scrub policy costs a pair (zeroing the block on its free, for on_reuse).
+PAIR_LOOP(LoopScrubOnReuse, Pool& pool = ClassesPool();
+          const pinpool::ClassId cls = pool.ClassOf("on_reuse").value(), {
+            const Block b = pool.Allocate(cls, size);
+            Escape(b.data());
+            pool.Deallocate(b);
+          })
+PAIR_LOOP(LoopScrubOnClassChange, Pool& pool = ClassesPool();
+          const pinpool::ClassId cls = pool.ClassOf("on_class_change").value(), {
+            const Block b = pool.Allocate(cls, size);
+            Escape(b.data());
+            pool.Deallocate(b);
+          })
 PAIR_LOOP(LoopPinpoolC, pinpool_pool_t* pool = CPool(), {
   void* p = pinpool_malloc(pool, size);
   Escape(p);
@@ -163,6 +206,10 @@ constexpr Form kForms[] = {
     {"pinpool/sized", LoopPinpoolSized},
     {"pinpool/address", LoopPinpoolAddress},
     {"pinpool/c", LoopPinpoolC},
+    {"classes/default", LoopClassesDefault},
+    {"classes/named", LoopClassesNamed},
+    {"classes/on_reuse", LoopScrubOnReuse},
+    {"classes/on_class_change", LoopScrubOnClassChange},
     {"tcmalloc/sized", LoopTcmallocSized},
     {"tcmalloc/address", LoopTcmallocAddress},
     {"mimalloc/sized", LoopMimallocSized},

@@ -42,6 +42,28 @@ struct Backing {
   std::string directory;  // kFiles only: an existing directory this process can write in
 };
 
+// When a class's blocks are zeroed (docs/classes.md). Zeroing happens on the free, or when a
+// chunk is handed to a class, never on the allocation fast path.
+enum class Scrub : std::uint8_t {
+  // Never: a block may hold what its previous user of the class wrote (today's behaviour).
+  kNone,
+  // Every block is zeroed when it is freed, before anyone can have it again.
+  kOnReuse,
+  // Only when memory changes class: a chunk that last belonged to another class is zeroed whole
+  // before this class carves it (a class is a tenant).
+  kOnClassChange,
+};
+
+// A named class of buffers inside one pool (docs/classes.md): a receive ring, a send path, a
+// tenant. The pool accounts in whole chunks: `reserved` rounds up to chunks that no other class
+// can ever take; `cap` rounds down to the most chunks this class may hold.
+struct BufferClass {
+  std::string name;          // unique, not empty, not "default"
+  std::size_t reserved = 0;  // bytes kept for this class alone (rounded up to chunks)
+  std::size_t cap = 0;       // most bytes it may hold (rounded down to chunks); 0: the budget
+  Scrub scrub = Scrub::kNone;
+};
+
 struct PoolOptions {
   // Largest page size to try. Chunks fall back 1G -> 2M -> transparent -> 4K (skipping sizes
   // larger than a chunk) unless require_page_size is set, in which case anything less fails.
@@ -122,6 +144,12 @@ struct PoolOptions {
   // What the chunks' pages are: anonymous memory, memfds, or files in a directory. Every domain
   // and every guarantee (pinned means pinned, grants, trim) holds on each.
   Backing backing;
+
+  // Named classes of buffers besides the default one (Pool::ClassOf, Allocate(ClassId, ...)).
+  // Their reservations together must fit the budget (Create: kInvalidArgument otherwise); the
+  // default class (Allocate without a class) holds no reservation and may use what the others
+  // have not reserved. At most 254.
+  std::vector<BufferClass> classes;
 };
 
 }  // namespace pinpool

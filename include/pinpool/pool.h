@@ -16,6 +16,10 @@
 // that finds no room does it, and one that finds another chunk being added waits for that chunk
 // only (docs/growth.md). Destroying the pool while other threads use it is a bug.
 //
+// Buffer classes (PoolOptions::classes, docs/classes.md): named shares of the pool, each with a
+// reservation in whole chunks no other class can take and a cap; Allocate(ClassId, size) draws
+// from a class, Allocate(size) from the default class, exactly as fast as without classes.
+//
 // Errors: Create and Reserve return a Status saying which limit was hit and what to change. The
 // allocation path never throws: it returns an empty Block, and last_growth_error() says why.
 // Misuse that would corrupt the pool aborts with a message naming the pointer and the rule:
@@ -33,6 +37,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -51,9 +56,20 @@ struct CApi;
 class GrantRegistry;
 class Heap;
 struct PoolMetrics;
+class PoolClasses;
 }  // namespace internal
 
 class GrantLock;
+
+// A buffer class of one pool (PoolOptions::classes; docs/classes.md), from Pool::ClassOf. Only
+// meaningful to the pool it came from.
+struct ClassId {
+  std::uint32_t index = 0;
+  friend bool operator==(ClassId, ClassId) = default;
+};
+// The class of Allocate without a class: no reservation, and whatever the named classes have
+// not reserved (up to the budget).
+inline constexpr ClassId kDefaultClass{0};
 
 class PINPOOL_EXPORT Pool {
  public:
@@ -98,6 +114,31 @@ class PINPOOL_EXPORT Pool {
     }
     return AllocateSlow(size, 16);
   }
+
+  // A block of class `cls` (ClassOf): from that class's own chunks, so it never takes what
+  // another class reserved, and an empty Block when the class is at its cap (class_error says
+  // which class and its numbers) or the pool cannot give the class another chunk. The same
+  // inline cache pop as Allocate: a thread that keeps to one class pays the same; one that
+  // switches classes finds its cache of the class in a short per-thread list (a call).
+  // `cls` must come from this pool's ClassOf (else this aborts naming it).
+  PINPOOL_FAST_INLINE Block Allocate(ClassId cls, std::size_t size) noexcept {
+    if (__builtin_expect(size - 1 < fast_v1::kMaxFastSize && cls.index < class_count_, 1)) {
+      if (void* p = fast_v1::TryPop(class_heap_ids_[cls.index], size)) {
+        return Block(p, size, ChunkAt(p));
+      }
+    }
+    return AllocateInClass(cls, size, 16);
+  }
+  Block Allocate(ClassId cls, std::size_t size, std::size_t alignment) noexcept {
+    return AllocateInClass(cls, size, alignment);
+  }
+  // The class named `name` ("default" names kDefaultClass): kNotFound, listing the names,
+  // otherwise.
+  absl::StatusOr<ClassId> ClassOf(std::string_view name) const;
+  // Why the class's last allocation that needed a chunk failed (OK if none did): its cap, the
+  // other classes' reservations, or the pool's growth error; the message names the class and
+  // its numbers. `cls` must be this pool's.
+  absl::Status class_error(ClassId cls) const;
 
   // Frees a block from Allocate/Reallocate. An empty block is ignored. Aborts on a double free
   // or a pointer that is not a block's start (see docs/robustness.md for what is caught). A
@@ -197,6 +238,10 @@ class PINPOOL_EXPORT Pool {
   // What the inline paths call for everything else (exported: programs call them).
   Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;
   void DeallocateSlow(void* data, std::size_t size) noexcept;
+  Block AllocateInClass(ClassId cls, std::size_t size, std::size_t alignment) noexcept;
+  // The heap whose block p (in a mapped chunk) is: its chunk's class's.
+  PINPOOL_NO_EXPORT internal::Heap& HeapOf(const void* p) const noexcept;
+  PINPOOL_NO_EXPORT void AttachClasses(std::unique_ptr<internal::PoolClasses> classes);
 
   // The ChunkInfo of p, a block of this pool: the chunk table entry without its tag bit.
   PINPOOL_FAST_INLINE const ChunkInfo* ChunkAt(const void* p) const noexcept {
@@ -256,6 +301,12 @@ class PINPOOL_EXPORT Pool {
   std::atomic<double> startup_initial_size_{-1};
   // Last, away from the fast path's line: the slow path's histogram and the metrics socket.
   std::unique_ptr<internal::PoolMetrics> metrics_;
+  // The named buffer classes (their heaps, the chunk ledger); null when there are none. The
+  // inline class path reads the heap ids: class_heap_ids_[0] is the default heap's (heap_id_
+  // itself when there are no named classes).
+  std::unique_ptr<internal::PoolClasses> classes_;
+  const std::uint64_t* class_heap_ids_ = &heap_id_;
+  std::uint32_t class_count_ = 1;
 };
 
 }  // namespace pinpool

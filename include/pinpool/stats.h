@@ -162,6 +162,21 @@ struct GrowthStats {
   LatencyHistogram trim_latency{};    // each chunk given back: deregistered and unmapped
 };
 
+// One buffer class of the pool (PoolOptions::classes; docs/classes.md), the default class first.
+// Classes hold whole chunks: held_bytes is what the class's chunks hold, used or not.
+struct ClassStats {
+  std::string name;                // "default" for Allocate without a class
+  std::size_t reserved_bytes = 0;  // kept for it alone, in whole chunks
+  std::size_t cap_bytes = 0;       // the most it may hold, in whole chunks
+  std::size_t held_bytes = 0;      // its chunks now
+  std::size_t live_bytes = 0;      // its blocks the application holds
+  std::size_t cached_bytes = 0;    // its free blocks in its caches
+  std::uint64_t refusals =
+      0;              // chunks it asked for and was refused (its cap, others' reservations)
+  std::string scrub;  // none, on_reuse or on_class_change
+  std::uint64_t scrubbed_bytes = 0;  // bytes it zeroed (freed blocks, chunks changing class)
+};
+
 struct PINPOOL_EXPORT PoolStats {
   std::size_t reserved_bytes = 0;  // virtual address range set aside (no memory behind it)
   std::size_t mapped_bytes = 0;    // chunks mapped
@@ -202,6 +217,7 @@ struct PINPOOL_EXPORT PoolStats {
   // lists, a large block, a thread's first allocation, growth when the pool is full).
   LatencyHistogram allocate_slow_latency{};
   // (Per size class occupancy goes in a section of its own here, described like `chunks`.)
+  std::vector<ClassStats> classes;  // the default class, then PoolOptions::classes in order
   std::vector<ChunkStats> chunks;
   std::vector<DomainStats> domains;
   GrantStats grants;

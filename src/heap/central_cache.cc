@@ -11,10 +11,11 @@
 namespace pinpool::internal {
 
 CentralCache::CentralCache(PageHeap* pages, MetadataArena* metadata, std::uint64_t secret,
-                           std::size_t transfer_limit)
+                           std::size_t transfer_limit, bool zero_new_spans)
     : pages_(pages),
       metadata_(metadata),
       secret_(secret),
+      zero_new_spans_(zero_new_spans),
       transfer_limit_(transfer_limit),
       classes_(new PerClass[kNumClasses]) {}
 
@@ -56,6 +57,8 @@ std::size_t CentralCache::Take(unsigned c, void** out, std::size_t n, bool grow)
         s = pages_->Allocate(info.pages, c, kPageSize, grow && got == 0);
         if (s == nullptr) break;
         s->InitSlab();
+        if (zero_new_spans_)
+          std::memset(reinterpret_cast<void*>(s->start), 0, s->pages * kPageSize);
         // Every block of a new slab is free: it carries the mark, so that a free of a block
         // never handed out is caught like a double free.
         for (unsigned i = 0; i < info.objects; ++i) {
@@ -73,6 +76,7 @@ std::size_t CentralCache::Take(unsigned c, void** out, std::size_t n, bool grow)
       Span* s = pages_->Allocate(info.pages, c, kPageSize, grow && got == 0);
       if (s == nullptr) break;
       void* b = reinterpret_cast<void*>(s->start);
+      if (zero_new_spans_) std::memset(b, 0, s->pages * kPageSize);
       SetFirstWord(b, FreeMark(secret_, b));
       out[got++] = b;
     }
@@ -87,6 +91,7 @@ void* CentralCache::TakeAligned(unsigned c, std::size_t alignment, bool grow) {
   Span* s = pages_->Allocate(Class(c).pages, c, alignment, grow);
   if (s == nullptr) return nullptr;
   void* b = reinterpret_cast<void*>(s->start);
+  if (zero_new_spans_) std::memset(b, 0, s->pages * kPageSize);
   SetFirstWord(b, FreeMark(secret_, b));
   SpinLockHolder lock(&k.mu);
   ++k.out;

@@ -42,9 +42,12 @@ inline void SetFirstWord(void* p, std::uint64_t v) noexcept { *static_cast<MarkW
 
 class CentralCache {
  public:
-  // Transfer stacks come from `metadata` (each made on its class's first flush).
+  // Transfer stacks come from `metadata` (each made on its class's first flush). With
+  // `zero_new_spans`, every slab and large block is zeroed when its span is made, so that no
+  // free mark (or byte) of an earlier span on the same pages shows through (a scrubbing class:
+  // blocks then come out all zero; see BufferClass::scrub).
   CentralCache(PageHeap* pages, MetadataArena* metadata, std::uint64_t secret,
-               std::size_t transfer_limit);
+               std::size_t transfer_limit, bool zero_new_spans = false);
   ~CentralCache();
   CentralCache(const CentralCache&) = delete;
   CentralCache& operator=(const CentralCache&) = delete;
@@ -87,6 +90,7 @@ class CentralCache {
   PageHeap* const pages_;
   MetadataArena* const metadata_;
   const std::uint64_t secret_;
+  const bool zero_new_spans_;
   const std::size_t transfer_limit_;
   std::atomic<std::size_t> transfer_bytes_{0};
   std::unique_ptr<PerClass[]> classes_;

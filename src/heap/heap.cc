@@ -112,20 +112,21 @@ struct ThreadCacheOwner {
 };
 thread_local ThreadCacheOwner tls_cache_owner;
 
-Heap::Heap(Arena* arena, std::uint64_t id, bool debug_checks)
+Heap::Heap(Arena* arena, std::uint64_t id, const Options& options)
     : arena_(arena),
       id_(id),
       secret_(NewSecret()),
-      debug_(debug_checks),
+      debug_(options.debug_checks),
       thread_cache_budget_(ThreadCacheBudget(arena->range_size())),
       chunks_(arena),
       pages_(arena->range_base(), arena->chunk_shift(), arena->range_size() >> arena->chunk_shift(),
-             &chunks_, &metadata_),
-      central_(&pages_, &metadata_, secret_, TransferBudget(arena->range_size())) {}
+             options.source != nullptr ? options.source : &chunks_, &metadata_),
+      central_(&pages_, &metadata_, secret_, TransferBudget(arena->range_size()),
+               options.zero_new_spans) {}
 
-absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena, bool debug_checks) {
+absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(Arena* arena, const Options& options) {
   RegisterMembarrier();  // now, while system calls are allowed: a drain must not need one more
-  std::unique_ptr<Heap> heap(new Heap(arena, next_heap_id.fetch_add(1), debug_checks));
+  std::unique_ptr<Heap> heap(new Heap(arena, next_heap_id.fetch_add(1), options));
   if (!heap->pages_.ok()) {
     return absl::ResourceExhaustedError(
         "cannot map the heap's page map (out of memory for allocator metadata)");

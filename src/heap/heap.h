@@ -73,9 +73,21 @@ class Heap {
   // been destroyed sets its copy of the id to this, so its fast path can never hit a cache.
   static constexpr std::uint64_t kDeadId = ~std::uint64_t{0};
 
-  // With `debug_checks` the heap keeps no thread caches and records every live block, so every
-  // free is checked exactly (see PoolOptions::debug_checks).
-  static absl::StatusOr<std::unique_ptr<Heap>> Create(Arena* arena, bool debug_checks = false);
+  struct Options {
+    // No thread caches, and every live block recorded, so every free is checked exactly (see
+    // PoolOptions::debug_checks).
+    bool debug_checks = false;
+    // Where the heap takes whole chunks and gives them back (a pool's buffer class: the pool
+    // decides which chunks a class may hold); must outlive the heap. Null: the arena's, freely.
+    ChunkSource* source = nullptr;
+    // Every slab and large block zeroed when its span is made (CentralCache): with zeroing on
+    // free, what a scrubbing class hands out is all zero.
+    bool zero_new_spans = false;
+  };
+  static absl::StatusOr<std::unique_ptr<Heap>> Create(Arena* arena, const Options& options);
+  static absl::StatusOr<std::unique_ptr<Heap>> Create(Arena* arena, bool debug_checks = false) {
+    return Create(arena, Options{.debug_checks = debug_checks});
+  }
   ~Heap();
   Heap(const Heap&) = delete;
   Heap& operator=(const Heap&) = delete;
@@ -175,7 +187,7 @@ class Heap {
     Arena* const arena_;
   };
 
-  Heap(Arena* arena, std::uint64_t id, bool debug_checks);
+  Heap(Arena* arena, std::uint64_t id, const Options& options);
 
   // This thread's cache of this heap (made on first use), or null with debug checks or after the
   // thread's caches are gone.

@@ -46,7 +46,7 @@ absl::Status GrantLock::CheckLive(const Block& block) const {
     return absl::FailedPreconditionError(absl::StrFormat(
         "block %p was freed (it is held until its grants are revoked)", block.data()));
   }
-  switch (pool_.heap_->Inspect(block.data())) {
+  switch (pool_.HeapOf(block.data()).Inspect(block.data())) {
     case internal::Heap::BlockState::kLive:
       return absl::OkStatus();
     case internal::Heap::BlockState::kFree:

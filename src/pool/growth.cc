@@ -9,6 +9,7 @@
 #include "heap/heap.h"
 #include "pinpool/pool.h"
 #include "pool/background.h"
+#include "pool/classes.h"
 #include "pool/growth_stats.h"
 #include "pool/placement.h"
 
@@ -23,6 +24,9 @@ absl::Status Pool::Replenish(std::size_t max_chunks) {
 
 std::size_t Pool::Trim(std::size_t floor_bytes) {
   CheckAlive("Trim");
+  // The named classes' heaps give their idle chunks back first (the ledger counts them out);
+  // the background trim policy sees only the default class's heap.
+  if (classes_ != nullptr) classes_->ReleaseIdleChunks();
   return internal::TrimIdleChunks(*heap_, *arena_, floor_bytes);
 }
 

@@ -270,6 +270,12 @@ std::string OpenMetricsText(const PoolStats& s) {
   }
 
   Families(out, "pinpool_growth_", kGrowthFields, {{&s.growth, {}}});
+
+  std::vector<std::pair<const ClassStats*, Labels>> classes;
+  for (const ClassStats& c : s.classes) {
+    classes.emplace_back(&c, RecordLabels(kClassFields, c, "class"));
+  }
+  Families(out, "pinpool_class_", kClassFields, classes);
   out += "# EOF\n";
   return out;
 }

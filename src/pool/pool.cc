@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "arena/arena.h"
 #include "heap/heap.h"
 #include "pinpool/grant_lock.h"
 #include "pool/background.h"
+#include "pool/classes.h"
 #include "pool/grant_registry.h"
 #include "pool/growth_stats.h"
 #include "pool/metrics.h"
@@ -50,9 +53,17 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
                                .backing = internal::ToBackingSpec(options.backing)};
   PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Arena> arena,
                            internal::Arena::Create(std::move(config)));
-  PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::Heap> heap,
-                           internal::Heap::Create(arena.get(), options.debug_checks));
+  std::unique_ptr<internal::PoolClasses> classes;  // only with named classes: docs/classes.md
+  if (!options.classes.empty()) {
+    PINPOOL_ASSIGN_OR_RETURN(classes, internal::PoolClasses::Create(arena.get(), options));
+  }
+  PINPOOL_ASSIGN_OR_RETURN(
+      std::unique_ptr<internal::Heap> heap,
+      internal::Heap::Create(arena.get(),
+                             {.debug_checks = options.debug_checks,
+                              .source = classes != nullptr ? classes->default_source() : nullptr}));
   std::unique_ptr<Pool> pool(new Pool(std::move(arena), std::move(heap)));
+  pool->AttachClasses(std::move(classes));
   pool->options_ = std::move(options);
   const auto start = std::chrono::steady_clock::now();
   auto first_chunk = start;
@@ -89,6 +100,14 @@ Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Hea
       page_table_(heap_->page_table()),
       metrics_(std::make_unique<internal::PoolMetrics>()) {}
 
+void Pool::AttachClasses(std::unique_ptr<internal::PoolClasses> classes) {
+  if (classes == nullptr) return;
+  classes->AttachDefault(heap_.get());
+  class_heap_ids_ = classes->heap_ids();
+  class_count_ = classes->count();
+  classes_ = std::move(classes);
+}
+
 namespace {
 
 // A store the compiler must not drop as dead, though the object is being destroyed.
@@ -112,11 +131,21 @@ Pool::~Pool() {
                 "first (a peer could still reach the pool's memory)",
                 static_cast<const void*>(this), grants_->holders());
   StoreForLater(heap_id_, internal::Heap::kDeadId);
+  if (classes_ != nullptr) {
+    for (std::uint32_t c = 0; c < classes_->count(); ++c) {
+      StoreForLater(classes_->heap_ids()[c], internal::Heap::kDeadId);
+    }
+  }
+  StoreForLater(class_count_, std::uint32_t{0});
   StoreForLater(range_size_, std::size_t{0});
   StoreForLater(max_block_, std::size_t{0});
   StoreForLater(alive_, kDestroyed);
-  // The members go in reverse order of declaration: the background work stops first, then the
-  // grant registry, the heap (which lets go of the chunks) and the arena (which unmaps them).
+  // The classes (declared last, so destroyed first) hold the ledger the default heap gives
+  // chunks back to: the background trim must stop before they go.
+  if (classes_ != nullptr) background_.reset();
+  // The members go in reverse order of declaration: the classes' heaps and ledger, the
+  // background work, then the grant registry, the heap (which lets go of the chunks) and the
+  // arena (which unmaps them).
 }
 
 void Pool::CheckAlive(const char* what) const noexcept {
@@ -154,6 +183,52 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   return Block(p, size, chunk);
 }
 
+// A named class's allocation that missed the inline pop (or any with an alignment argument): the
+// class's own heap, which takes chunks only through the ledger (pool/classes.h).
+Block Pool::AllocateInClass(ClassId cls, std::size_t size, std::size_t alignment) noexcept {
+  CheckAlive("Allocate");
+  PINPOOL_CHECK(cls.index < class_count_,
+                "Allocate(class %u) on pool %p: not one of its classes (it has %u: use the ids "
+                "Pool::ClassOf of this pool returns)",
+                cls.index, static_cast<const void*>(this), class_count_);
+  if (cls.index == 0) return Allocate(size, alignment);
+  if (size == 0 || size > max_block_size() || !IsPowerOfTwo(alignment) ||
+      alignment > arena_->chunk_size()) {
+    return {};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  void* p = classes_->heap(cls.index).Allocate(size, alignment);
+  metrics_->allocate_slow.RecordSince(start);
+  if (p == nullptr) return {};
+  return Block(p, size, arena_->ChunkOf(p));
+}
+
+internal::Heap& Pool::HeapOf(const void* p) const noexcept {
+  return classes_ == nullptr ? *heap_ : classes_->heap(classes_->OwnerOf(p));
+}
+
+absl::StatusOr<ClassId> Pool::ClassOf(std::string_view name) const {
+  CheckAlive("ClassOf");
+  if (classes_ == nullptr) {
+    if (name == "default") return kDefaultClass;
+    return absl::NotFoundError(
+        absl::StrFormat("no buffer class \"%s\" in this pool (it has only \"default\": see "
+                        "PoolOptions::classes)",
+                        name));
+  }
+  PINPOOL_ASSIGN_OR_RETURN(const std::uint32_t c, classes_->Find(name));
+  return ClassId{c};
+}
+
+absl::Status Pool::class_error(ClassId cls) const {
+  CheckAlive("class_error");
+  PINPOOL_CHECK(cls.index < class_count_,
+                "class_error(class %u) on pool %p: not one of its classes", cls.index,
+                static_cast<const void*>(this));
+  if (classes_ == nullptr) return last_growth_error();
+  return classes_->error(cls.index);
+}
+
 void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
   if (data == nullptr) return;
   CheckAlive("Deallocate");
@@ -174,7 +249,29 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
                   data);
     if (outcome == internal::GrantRegistry::FreeOutcome::kHeld) return;
   }
-  heap_->Free(data, size, "Deallocate");
+  if (classes_ == nullptr) {
+    heap_->Free(data, size, "Deallocate");
+    return;
+  }
+  const std::uint32_t c = classes_->OwnerOf(data);
+  internal::Heap& heap = classes_->heap(c);
+  if (classes_->scrub(c) == Scrub::kOnReuse) {
+    // Checked first: zeroing a free block would wipe the free mark that catches a double free.
+    const std::size_t usable = heap.CheckBlock(data, size, "Deallocate");
+    std::memset(data, 0, usable);
+    classes_->CountScrubbed(c, usable);
+  }
+  if (c != 0 && (reinterpret_cast<std::uintptr_t>(data) & 15) == 0 &&
+      (entry & internal::Arena::kSlowFreeTag) == 0) {
+    // A named class's block: the inline path looked in the default heap's page map, which does
+    // not hold it; the same checked push onto this thread's cache of the class's heap.
+    const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(data) - range_base_;
+    if (fast_v1::TryPush(heap.id(), heap.secret(), heap.page_table()[off >> chunk_shift_],
+                         (off >> fast_v1::kPageShift) & page_mask_, data, size)) {
+      return;
+    }
+  }
+  heap.Free(data, size, "Deallocate");
 }
 
 Block Pool::Reallocate(const Block& block, std::size_t new_size) noexcept {
@@ -185,13 +282,24 @@ Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
   if (data == nullptr) return Allocate(new_size);
   CheckAlive("Reallocate");
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Reallocate(%p): not memory of this pool", data);
-  heap_->CheckBlock(data, 0, "Reallocate");
+  internal::Heap& heap = HeapOf(data);
+  const std::size_t usable = heap.CheckBlock(data, 0, "Reallocate");
   if (new_size == 0 || new_size > max_block_size()) return {};
   if ((arena_->EntryOf(data) & internal::Arena::kSlowFreeTag) != 0) {
     GrantLock lock(*this);
     if (grants_->ReachableLocked(data)) return {};  // a peer may be using it: never moved
   }
-  void* p = heap_->Reallocate(data, new_size);
+  if (classes_ != nullptr && classes_->scrub(classes_->OwnerOf(data)) == Scrub::kOnReuse) {
+    // The heap would free the old block without zeroing it: move here, and free it as Deallocate
+    // does. A smaller size stays in place.
+    if (new_size <= usable) return Block(data, new_size, arena_->ChunkOf(data));
+    const Block moved = AllocateInClass(ClassId{classes_->OwnerOf(data)}, new_size, 16);
+    if (!moved) return {};
+    std::memcpy(moved.data(), data, usable);
+    DeallocateSlow(data, 0);
+    return moved;
+  }
+  void* p = heap.Reallocate(data, new_size);
   if (p == nullptr) return {};
   return Block(p, new_size, arena_->ChunkOf(p));
 }
@@ -212,7 +320,7 @@ std::size_t Pool::UsableSize(const void* data) const noexcept {
   if (data == nullptr) return 0;
   CheckAlive("UsableSize");
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "UsableSize(%p): not memory of this pool", data);
-  return heap_->CheckBlock(data, 0, "UsableSize");
+  return HeapOf(data).CheckBlock(data, 0, "UsableSize");
 }
 
 absl::Status Pool::Reserve(std::size_t bytes) {
@@ -255,14 +363,27 @@ PoolStats Pool::GetStats() const {
                              d.seconds, d.max_seconds, d.register_latency, d.deregister_latency});
   }
   stats.grants = grants_->Stats();
-  const internal::Heap::Counts counts = heap_->GetCounts();
+  // Every class's heap: the default one and each named class's.
+  internal::Heap::Counts counts = heap_->GetCounts();
+  std::size_t thread_caches = heap_->ThreadCacheCount();
+  for (std::uint32_t c = 1; c < class_count_; ++c) {
+    const internal::Heap& heap = classes_->heap(c);
+    const internal::Heap::Counts more = heap.GetCounts();
+    counts.allocated += more.allocated;
+    counts.active += more.active;
+    counts.thread_cache_bytes += more.thread_cache_bytes;
+    counts.transfer_bytes += more.transfer_bytes;
+    counts.drains += more.drains;
+    thread_caches += heap.ThreadCacheCount();
+  }
+  if (classes_ != nullptr) stats.classes = classes_->Stats();
   // The heap counts every block outside its free lists: live ones, cached ones, held ones. The
   // counts are read one after another while others allocate, so clamp rather than wrap.
   stats.cached_bytes = counts.thread_cache_bytes + counts.transfer_bytes;
   const std::size_t not_live = stats.cached_bytes + stats.grants.held_bytes;
   stats.live_bytes = counts.allocated > not_live ? counts.allocated - not_live : 0;
   stats.heap_active_bytes = counts.active;
-  stats.thread_caches = heap_->ThreadCacheCount();
+  stats.thread_caches = thread_caches;
   stats.thread_cache_bytes = counts.thread_cache_bytes;
   stats.transfer_cache_bytes = counts.transfer_bytes;
   stats.thread_cache_limit_bytes = counts.thread_cache_limit;

@@ -449,6 +449,14 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
   json.Key("growth").BeginObject();
   JsonFields(json, kGrowthFields, s.growth);
   json.EndObject();
+
+  json.Key("classes").BeginArray();
+  for (const ClassStats& c : s.classes) {
+    json.BeginObject();
+    JsonFields(json, kClassFields, c);
+    json.EndObject();
+  }
+  json.EndArray();
   json.EndObject();
 }
 
@@ -494,6 +502,8 @@ std::string StatsFieldReference() {
   ReferenceSection(out, "grants.", kGrantSections[1], true);
   ReferenceSection(out, "", kPoolSections[3], false);
   ReferenceRows(out, "growth.", kGrowthFields);
+  ReferenceSection(out, "", kPoolSections[4], true);
+  ReferenceRows(out, "classes[].", kClassFields);
   return out;
 }
 
@@ -521,6 +531,13 @@ std::string PoolStats::ToString() const {
   internal::TextSection(out, "grants", internal::kGrantFields, grants, grants.figures,
                         grants.histograms);
   internal::TextSection(out, "growth", internal::kGrowthFields, growth);
+  if (!classes.empty()) {
+    absl::StrAppendFormat(&out, "classes (%d)\n", classes.size());
+    for (const ClassStats& c : classes) {
+      out += TextRecord("class", internal::kClassFields, c);
+      out.push_back('\n');
+    }
+  }
   return out;
 }
 

@@ -1,8 +1,9 @@
 // The one description of pinpool's stats: a row per figure of each stats section (PoolStats and
 // the structs it holds), which every printer walks: PoolStats::ToString, PoolStats::ToJson (and
 // through it pinpool-info's text and JSON), and the field reference in docs/pinpool-info.md
-// (tests/pool/stats_fields_test.cc checks it against these rows). A row holds what an exporter needs
-// too: the stable snake_case name (the JSON key), the unit, counter or gauge, one line of help.
+// (tests/pool/stats_fields_test.cc checks it against these rows). A row holds what an exporter
+// needs too: the stable snake_case name (the JSON key), the unit, counter or gauge, one line of
+// help.
 //
 // Invariants, checked at compile time below: every member of a described struct has exactly one
 // row, or is named as a section (a nested struct or list the printers write around the rows);
@@ -244,11 +245,14 @@ inline constexpr std::array kPoolFields = {
                        [](const PoolStats& s) { return ToValue(s.mapped_unused_fraction()); }),
 };
 // Members printed as sections of their own, after the rows, in this order (JSON keys).
-inline constexpr std::array<Section, 4> kPoolSections = {{
+inline constexpr std::array<Section, 5> kPoolSections = {{
     {"chunks", "one object per chunk mapped, below"},
     {"domains", "one object per domain the pool registers with, below"},
     {"grants", "remote grants (docs/remote-access.md), below"},
     {"growth", "growth off the allocation path, start-up, trim, placement (docs/growth.md), below"},
+    {"classes",
+     "one object per buffer class (docs/classes.md), the default class first; empty when the "
+     "pool has no named classes, below"},
 }};
 
 inline constexpr std::array kChunkFields = {
@@ -314,6 +318,29 @@ inline constexpr std::array<Section, 1> kDomainSections = {{
      "what the domain reports about itself at run time: `name`, `value`, `counter` "
      "(true: counted ever; false: a level now), `help`"},
 }};
+
+inline constexpr std::array kClassFields = {
+    Member<&ClassStats::name>("name", Unit::kText, Kind::kLabel,
+                              "the class's name (\"default\": Allocate without a class)"),
+    Member<&ClassStats::reserved_bytes>("reserved_bytes", Unit::kBytes, Kind::kGauge,
+                                        "kept for it alone (BufferClass::reserved, whole chunks)"),
+    Member<&ClassStats::cap_bytes>("cap_bytes", Unit::kBytes, Kind::kGauge,
+                                   "the most it may hold (BufferClass::cap, whole chunks)"),
+    Member<&ClassStats::held_bytes>("held_bytes", Unit::kBytes, Kind::kGauge,
+                                    "its chunks now, used or not"),
+    Member<&ClassStats::live_bytes>("live_bytes", Unit::kBytes, Kind::kGauge,
+                                    "its blocks the application holds"),
+    Member<&ClassStats::cached_bytes>("cached_bytes", Unit::kBytes, Kind::kGauge,
+                                      "its free blocks in its caches"),
+    Member<&ClassStats::refusals>("refusals", Unit::kCount, Kind::kCounter,
+                                  "chunks it asked for and was refused (its cap, the others' "
+                                  "reservations, growth failures)"),
+    Member<&ClassStats::scrub>("scrub", Unit::kText, Kind::kLabel,
+                               "none, on_reuse or on_class_change (BufferClass::scrub)"),
+    Member<&ClassStats::scrubbed_bytes>("scrubbed_bytes", Unit::kBytes, Kind::kCounter,
+                                        "bytes it zeroed: freed blocks, chunks changing class"),
+};
+inline constexpr std::array<Section, 0> kClassSections = {};
 
 inline constexpr std::array kGrantFields = {
     Member<&GrantStats::connections>("connections", Unit::kCount, Kind::kGauge,
@@ -407,6 +434,8 @@ static_assert(DescribesEveryMember(kChunkFields, kChunkSections),
               "ChunkStats: every member needs its row in kChunkFields (or kChunkSections)");
 static_assert(DescribesEveryMember(kDomainFields, kDomainSections),
               "DomainStats: every member needs its row in kDomainFields (or kDomainSections)");
+static_assert(DescribesEveryMember(kClassFields, kClassSections),
+              "ClassStats: every member needs its row in kClassFields (or kClassSections)");
 static_assert(DescribesEveryMember(kGrantFields, kGrantSections),
               "GrantStats: every member needs its row in kGrantFields (or kGrantSections)");
 static_assert(DescribesEveryMember(kGrowthFields, kGrowthSections),

@@ -1,6 +1,8 @@
 // ValidatePoolOptions (see validate_options.h).
 #include "pool/validate_options.h"
 
+#include <string>
+
 #include "absl/strings/str_format.h"
 #include "os/os.h"
 #include "util/bytes.h"
@@ -79,6 +81,62 @@ absl::Status ValidatePoolOptions(const PoolOptions& o) {
     PINPOOL_RETURN_IF_ERROR(os::CheckBackingDirectory(o.backing.directory, o.page_size,
                                                       o.require_page_size, o.chunk_size)
                                 .status());
+  }
+  return ValidateClasses(o);
+}
+
+// Classes are accounted in whole chunks (docs/classes.md): compare what each number means in
+// chunks, and say so when rounding is what made it fail.
+absl::Status ValidateClasses(const PoolOptions& o) {
+  if (o.classes.empty()) return absl::OkStatus();
+  const std::size_t chunk = o.chunk_size;
+  const std::size_t budget_chunks = o.budget / chunk;
+  if (o.classes.size() > kMaxBufferClasses) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("PoolOptions::classes has %d classes; at most %d are supported",
+                        o.classes.size(), kMaxBufferClasses));
+  }
+  std::size_t reserved_chunks = 0;
+  for (std::size_t i = 0; i < o.classes.size(); ++i) {
+    const BufferClass& c = o.classes[i];
+    if (c.name.empty() || c.name == "default") {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "PoolOptions::classes[%d] is named \"%s\": name each class, and not \"default\" "
+          "(the class of Allocate without a class)",
+          i, c.name));
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (o.classes[j].name == c.name) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "PoolOptions::classes[%d] and classes[%d] are both named \"%s\"", j, i, c.name));
+      }
+    }
+    const std::size_t reserve = (c.reserved + chunk - 1) / chunk;
+    const std::size_t cap = c.cap == 0 ? budget_chunks : c.cap / chunk;
+    if (c.cap != 0 && (cap == 0 || cap < reserve)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "class \"%s\": cap %s (%d whole chunks of %s) is below its reservation %s (%d chunks, "
+          "rounded up): raise the cap or lower the reservation",
+          c.name, FormatBytes(c.cap), cap, FormatBytes(chunk), FormatBytes(c.reserved), reserve));
+    }
+    if (cap > budget_chunks) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("class \"%s\": cap %s is above the pool's budget %s", c.name,
+                          FormatBytes(c.cap), FormatBytes(budget_chunks * chunk)));
+    }
+    reserved_chunks += reserve;
+  }
+  if (reserved_chunks > budget_chunks) {
+    std::string each;
+    for (const BufferClass& c : o.classes) {
+      absl::StrAppendFormat(&each, "%s%s: %s", each.empty() ? "" : ", ", c.name,
+                            FormatBytes((c.reserved + chunk - 1) / chunk * chunk));
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the classes' reservations (%s; %s in all, in whole chunks of %s) are more than the "
+        "budget (%s): raise PoolOptions::budget or lower the reservations",
+        each, FormatBytes(reserved_chunks * chunk), FormatBytes(chunk),
+        FormatBytes(budget_chunks * chunk)));
   }
   return absl::OkStatus();
 }

@@ -24,7 +24,16 @@ inline constexpr std::size_t kMaxChunkSize = IoUringDomain::kMaxBufferBytes;
 // kMaxDomains domains, none null; a backing directory only with BackingKind::kFiles, and then
 // one chunks can be files in (os::CheckBackingDirectory: exists, writable, tmpfs or hugetlbfs
 // with a page size the policy allows; kInvalidArgument or kFailedPrecondition).
+// Then ValidateClasses.
 absl::Status ValidatePoolOptions(const PoolOptions& options);
+
+// Named buffer classes besides the default one (PoolOptions::classes; class ids are one byte of
+// the chunk-owner map, and 0 is the default class).
+inline constexpr std::size_t kMaxBufferClasses = 254;
+// OK, or kInvalidArgument naming the class: each named (not "default") and named once; a cap
+// (in whole chunks, rounded down) at least one chunk, at least the reservation (rounded up) and
+// within the budget; the reservations together within the budget (each class listed).
+absl::Status ValidateClasses(const PoolOptions& options);
 
 // The os layer's words for PoolOptions::backing (the arena names each chunk's file).
 os::BackingSpec ToBackingSpec(const Backing& backing);
