@@ -210,9 +210,11 @@ struct PINPOOL_EXPORT PoolStats {
   std::size_t process_pinned_bytes = 0;
   std::size_t process_locked_bytes = 0;
   bool memlock_exempt = false;  // CAP_IPC_LOCK: the limit does not apply
-  // (The memory cgroup's ceiling, memory.max against memory.current, belongs beside these
-  // ceilings: one member here and its row in stats_fields.h, and every printer, ToOpenMetrics
-  // included, reports it.)
+  // The memory cgroup (v1 or v2), at the level with the least headroom (this cgroup or an
+  // ancestor): its limit, and what it can still be charged before the kernel's OOM killer acts
+  // (limit - (usage - reclaimable page cache); docs/ceilings.md). SIZE_MAX: no limit found.
+  std::size_t cgroup_limit_bytes = SIZE_MAX;
+  std::size_t cgroup_headroom_bytes = SIZE_MAX;
   // Allocations that missed the per-thread cache (Allocate's slow path: a refill from the central
   // lists, a large block, a thread's first allocation, growth when the pool is full).
   LatencyHistogram allocate_slow_latency{};

@@ -216,6 +216,8 @@ class Arena {
   std::size_t Trim(std::size_t floor_bytes);
 
   std::size_t chunk_size() const noexcept { return config_.chunk_size; }
+  // This process's memory cgroup, as found when the arena was made (checked before each chunk).
+  const os::MemoryCgroupLocation& cgroup() const noexcept { return cgroup_; }
   const std::vector<std::shared_ptr<Domain>>& domains() const noexcept { return config_.domains; }
 
   ArenaStats Stats() const;

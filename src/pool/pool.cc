@@ -345,6 +345,11 @@ PoolStats Pool::GetStats() const {
   stats.process_locked_bytes = memlock.locked;
   stats.process_pinned_bytes = memlock.pinned;
   stats.memlock_exempt = memlock.exempt;
+  const internal::os::MemoryCgroupState cgroup = internal::os::ReadMemoryCgroup(arena_->cgroup());
+  if (cgroup.limited) {
+    stats.cgroup_limit_bytes = cgroup.limit;
+    stats.cgroup_headroom_bytes = cgroup.Headroom().value_or(0);
+  }
   for (std::size_t i = 0; i < a.chunks.size(); ++i) {
     const ChunkInfo& c = a.chunks[i];
     stats.chunks.push_back({.base = c.base,

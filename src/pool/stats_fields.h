@@ -219,7 +219,12 @@ inline constexpr std::array kPoolFields = {
                                              "the whole process's VmLck (mlock)"),
     Member<&PoolStats::memlock_exempt>("memlock_exempt", Unit::kFlag, Kind::kGauge,
                                        "CAP_IPC_LOCK: RLIMIT_MEMLOCK does not apply"),
-    // (The memory cgroup's ceiling goes here, beside RLIMIT_MEMLOCK's: pinpool/stats.h.)
+    Member<&PoolStats::cgroup_limit_bytes>(
+        "cgroup_limit_bytes", Unit::kBytes, Kind::kGauge,
+        "the memory cgroup's tightest limit (v1 or v2; this cgroup or an ancestor)", "unlimited"),
+    Member<&PoolStats::cgroup_headroom_bytes>(
+        "cgroup_headroom_bytes", Unit::kBytes, Kind::kGauge,
+        "what the memory cgroup can still be charged before its OOM killer acts", "no limit"),
     Member<&PoolStats::allocate_slow_latency>(
         "allocate_slow_latency_seconds", Unit::kSeconds, Kind::kHistogram,
         "allocations that missed the thread cache (refill, large block, growth), by duration"),

@@ -400,6 +400,10 @@ TEST(PreflightCgroup, GrowthPastTheLimitIsAnErrorPerChunkNotAnOomKill) {
     const absl::Status reserve = (*pool)->Reserve(256 * kMiB);
     EXPECT_EQ(reserve.code(), absl::StatusCode::kResourceExhausted);
     EXPECT_THAT(std::string(reserve.message()), HasSubstr("memory cgroup /pinpool-test-"));
+    // The stats show the ceiling and how close the pool has come to it.
+    const PoolStats stats = (*pool)->GetStats();
+    EXPECT_EQ(stats.cgroup_limit_bytes, 64 * kMiB);
+    EXPECT_LT(stats.cgroup_headroom_bytes, 16 * kMiB) << "another chunk would not fit";
     for (Block& b : blocks) (*pool)->Deallocate(b);
   });
 }
