@@ -16,7 +16,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 program=$repo/build/bench/instructions_benchmark
 pairs=100000
-sizes=64,256,1024,4096,16384,65536
+sizes=${PINPOOL_COUNT_SIZES:-64,256,1024,4096,16384,65536}
 smoke=0
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -227,7 +227,8 @@ inline constexpr std::array kPoolFields = {
         "what the memory cgroup can still be charged before its OOM killer acts", "no limit"),
     Member<&PoolStats::allocate_slow_latency>(
         "allocate_slow_latency_seconds", Unit::kSeconds, Kind::kHistogram,
-        "allocations that missed the thread cache (refill, large block, growth), by duration"),
+        "allocations that missed the thread cache (refill, growth; blocks above 64 KiB, which "
+        "always come here, one in 32 per thread), by duration"),
     Derived<PoolStats>(
         "pin_headroom", Unit::kBytes, Kind::kGauge,
         "memlock_limit - process_pinned_bytes: more that can be long-term pinned (0 when over)",

@@ -157,8 +157,10 @@ def running(dump, info=None):
     histogram_ok(fam, "pinpool_growth_trim_latency_seconds", 2)
     histogram_ok(fam, "pinpool_domain_deregister_latency_seconds", 2, domain="fake")
     histogram_ok(fam, "pinpool_allocate_slow_latency_seconds", None)
-    check(value(fam, "pinpool_allocate_slow_latency_seconds", "_count") >= 3,
-          "every allocation here took the slow path")
+    # Three blocks above 64 KiB: the slow path times one in 32 of those per thread, the first
+    # included.
+    check(value(fam, "pinpool_allocate_slow_latency_seconds", "_count") >= 1,
+          "the thread's first large block was timed")
     check(value(fam, "pinpool_live_bytes") >= 100 * 2**10, "the live block")
     check(value(fam, "pinpool_growth_trims", "_total") == 2, "two chunks trimmed")
     check(value(fam, "pinpool_mapped_bytes") == 2 * 2**20, "2 MiB mapped after the trim")
