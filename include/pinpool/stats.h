@@ -148,7 +148,7 @@ struct GrowthStats {
   std::size_t low_watermark = 0;
   std::size_t room_bytes = 0;            // in mapped chunks, not yet taken by any allocation
   std::size_t chunks_growing = 0;        // being mapped and registered now
-  std::uint64_t background_growths = 0;  // chunks the grower thread or Replenish added
+  std::uint64_t background_growths = 0;  // chunks the background thread or Replenish added
   std::uint64_t allocation_growths = 0;  // chunks added because an allocation found no room
   std::uint64_t growth_waits = 0;        // allocations that waited for a chunk in flight
   std::uint64_t trims = 0;               // chunks given back (Trim)

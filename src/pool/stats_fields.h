@@ -209,7 +209,7 @@ inline constexpr std::array kPoolFields = {
                                 "chunks added, ever (trimmed ones too)"),
     Member<&PoolStats::growth_failures>(
         "growth_failures", Unit::kCount, Kind::kCounter,
-        "attempts to add a chunk that failed (allocations, Reserve, grower, Replenish)"),
+        "attempts to add a chunk that failed (allocations, Reserve, background thread, Replenish)"),
     Member<&PoolStats::memlock_limit>("memlock_limit", Unit::kBytes, Kind::kGauge,
                                       "RLIMIT_MEMLOCK soft limit", "unlimited"),
     Member<&PoolStats::process_pinned_bytes>(
@@ -379,8 +379,9 @@ inline constexpr std::array kGrowthFields = {
                                      "in mapped chunks, not yet taken by any allocation"),
     Member<&GrowthStats::chunks_growing>("chunks_growing", Unit::kCount, Kind::kGauge,
                                          "chunks being mapped and registered now"),
-    Member<&GrowthStats::background_growths>("background_growths", Unit::kCount, Kind::kCounter,
-                                             "chunks the pool's grower thread or Replenish added"),
+    Member<&GrowthStats::background_growths>(
+        "background_growths", Unit::kCount, Kind::kCounter,
+        "chunks the pool's background thread or Replenish added"),
     Member<&GrowthStats::allocation_growths>("allocation_growths", Unit::kCount, Kind::kCounter,
                                              "chunks added because an allocation found no room"),
     Member<&GrowthStats::growth_waits>("growth_waits", Unit::kCount, Kind::kCounter,
