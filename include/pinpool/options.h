@@ -53,6 +53,18 @@ enum class Scrub : std::uint8_t {
   // before this class carves it (a class is a tenant).
   kOnClassChange,
 };
+// "none", "on_reuse", "on_class_change" (stats and messages)
+constexpr const char* ScrubName(Scrub s) noexcept {
+  switch (s) {
+    case Scrub::kNone:
+      return "none";
+    case Scrub::kOnReuse:
+      return "on_reuse";
+    case Scrub::kOnClassChange:
+      return "on_class_change";
+  }
+  return "?";
+}
 
 // A named class of buffers inside one pool (docs/classes.md): a receive ring, a send path, a
 // tenant. The pool accounts in whole chunks: `reserved` rounds up to chunks that no other class

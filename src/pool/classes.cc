@@ -11,22 +11,6 @@
 
 namespace pinpool::internal {
 
-namespace {
-
-const char* ScrubName(Scrub s) {
-  switch (s) {
-    case Scrub::kNone:
-      return "none";
-    case Scrub::kOnReuse:
-      return "on_reuse";
-    case Scrub::kOnClassChange:
-      return "on_class_change";
-  }
-  return "none";
-}
-
-}  // namespace
-
 PoolClasses::PoolClasses(Arena* arena, std::size_t budget_chunks)
     : arena_(arena),
       chunk_size_(arena->chunk_size()),

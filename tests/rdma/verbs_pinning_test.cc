@@ -2,8 +2,8 @@
 // takes a long-term pin) keeps the physical address of every page while the kernel compacts
 // memory, in the same run in which an mlocked control buffer moves. Also the default domain and
 // io_uring again, on the guest's own kernel (Debian 12's, older than the host's). The check is
-// tests/support/compaction.h's, as in tests/domain/pinning_test.cc on the host. Runs in the soft-RoCE
-// guest (as root there, which reading PFNs and compacting need).
+// tests/support/compaction.h's, as in tests/domain/pinning_test.cc on the host. Runs in the
+// soft-RoCE guest (as root there, which reading PFNs and compacting need).
 #include <gtest/gtest.h>
 
 #include <memory>
