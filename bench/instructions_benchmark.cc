@@ -169,32 +169,35 @@ PAIR_LOOP(LoopPinpoolC, pinpool_pool_t* pool = CPool(), {
   Escape(p);
   pinpool_free(pool, p);
 })
-PAIR_LOOP(LoopTcmallocSized, const pinpool::bench::Loaded l = pinpool::bench::Tcmalloc(), {
-  void* p = l.malloc_fn(size);
-  Escape(p);
-  l.sized_free_fn(p, size);
-})
-PAIR_LOOP(LoopTcmallocAddress, const pinpool::bench::Loaded l = pinpool::bench::Tcmalloc(), {
-  void* p = l.malloc_fn(size);
-  Escape(p);
-  l.free_fn(p);
-})
-PAIR_LOOP(LoopMimallocSized, const pinpool::bench::Loaded l = pinpool::bench::Mimalloc(), {
-  void* p = l.malloc_fn(size);
-  Escape(p);
-  l.sized_free_fn(p, size);
-})
-PAIR_LOOP(LoopMimallocAddress, const pinpool::bench::Loaded l = pinpool::bench::Mimalloc(), {
-  void* p = l.malloc_fn(size);
-  Escape(p);
-  l.free_fn(p);
-})
 PAIR_LOOP(LoopGlibc, (void)0, {
   void* p = std::malloc(size);
   Escape(p);
   std::free(p);
 })
 #undef PAIR_LOOP
+
+// The same two loops for each allocator loaded by name (compare_allocators.h): sized free and
+// free by address, through the function pointers a PLT call would resolve to.
+template <pinpool::bench::Loaded& (*kLoad)()>
+__attribute__((noinline)) void LoopLoadedSized(std::size_t size, std::size_t pairs) {
+  const pinpool::bench::Loaded l = kLoad();
+  for (std::size_t i = 0; i < pairs; ++i) {
+    Opaque(size);
+    void* p = l.malloc_fn(size);
+    Escape(p);
+    l.sized_free_fn(p, size);
+  }
+}
+template <pinpool::bench::Loaded& (*kLoad)()>
+__attribute__((noinline)) void LoopLoadedAddress(std::size_t size, std::size_t pairs) {
+  const pinpool::bench::Loaded l = kLoad();
+  for (std::size_t i = 0; i < pairs; ++i) {
+    Opaque(size);
+    void* p = l.malloc_fn(size);
+    Escape(p);
+    l.free_fn(p);
+  }
+}
 
 struct Form {
   const char* name;
@@ -210,10 +213,10 @@ constexpr Form kForms[] = {
     {"classes/named", LoopClassesNamed},
     {"classes/on_reuse", LoopScrubOnReuse},
     {"classes/on_class_change", LoopScrubOnClassChange},
-    {"tcmalloc/sized", LoopTcmallocSized},
-    {"tcmalloc/address", LoopTcmallocAddress},
-    {"mimalloc/sized", LoopMimallocSized},
-    {"mimalloc/address", LoopMimallocAddress},
+    {"tcmalloc/sized", LoopLoadedSized<pinpool::bench::Tcmalloc>},
+    {"tcmalloc/address", LoopLoadedAddress<pinpool::bench::Tcmalloc>},
+    {"mimalloc/sized", LoopLoadedSized<pinpool::bench::Mimalloc>},
+    {"mimalloc/address", LoopLoadedAddress<pinpool::bench::Mimalloc>},
     {"glibc/address", LoopGlibc},
 };
 
