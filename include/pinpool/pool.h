@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,7 @@
 #include "pinpool/export.h"
 #include "pinpool/fast_path.h"
 #include "pinpool/options.h"
+#include "pinpool/share.h"
 #include "pinpool/stats.h"
 
 namespace pinpool {
@@ -57,6 +59,8 @@ class GrantRegistry;
 class Heap;
 struct PoolMetrics;
 class PoolClasses;
+class Sharing;
+struct Handover;
 }  // namespace internal
 
 class GrantLock;
@@ -222,6 +226,59 @@ class PINPOOL_EXPORT Pool {
   absl::Status ServeMetrics(const std::string& socket_path);
   // Stops serving (removes the socket); the destructor does it too.
   void StopServingMetrics();
+  // --- sharing and handover (pinpool/share.h; docs/sharing.md) ---------------------------------
+  // Need a file-backed pool (PoolOptions::backing not kAnonymous: kFailedPrecondition otherwise)
+  // without named classes (kFailedPrecondition).
+
+  // The handle naming `block` (a block of this pool, as Allocate or Claim returned it) in every
+  // process that maps the pool's chunks. kInvalidArgument when it lies in no chunk of this pool
+  // or does not fit in its chunk. Does not check the block is live (a few arithmetic steps).
+  absl::StatusOr<BlockHandle> HandleOf(const Block& block) const;
+  // Sends every chunk's descriptor and the pool's description on `socket` (a connected Unix stream
+  // socket) for the process at the other end to map (Attachment::Receive; call again after the
+  // pool grew: Attachment::Update). The pool watches that socket: the process counts as attached
+  // (PoolStats::sharing) until its end closes. Errors: kUnavailable (the peer is gone),
+  // kInvalidArgument (not a socket), kFailedPrecondition (see above; or quiesced).
+  absl::Status Share(int socket);
+
+  // Warm restart, first step: ends every registration of the pool so that no device can reach its
+  // memory, and stops it: no allocation succeeds afterwards (empty Blocks), Trim and growth do
+  // nothing, blocks may still be freed; Lookup's keys are void. Needs every grant holder
+  // (VerbsRemoteAccess, FabricRemoteAccess) destroyed first: destroying one ends each of its grants
+  // (windows invalidated, regions deregistered), so nothing a peer holds can reach the pool
+  // (kFailedPrecondition otherwise, nothing changed). Waits for chunks being built. No other
+  // thread may use the pool meanwhile. Idempotent.
+  absl::Status Quiesce();
+  // Second step: sends the pool (its chunks' descriptors and description, with `live`, the blocks
+  // the successor's application needs back) on `socket` to the successor (Pool::Adopt). The
+  // chunks' files belong to the successor afterwards: this pool's destruction keeps them (a
+  // directory's files are not removed) and this process must not touch the memory again. Once per
+  // pool. Errors: kFailedPrecondition (not quiesced, or handed over already), kInvalidArgument (a
+  // handle outside the pool's chunks, or overlapping another), kUnavailable (the successor is
+  // gone: the pool is as before the call and may be handed over again).
+  absl::Status HandOver(int socket, std::span<const BlockHandle> live);
+  // The successor's side: receives a handed-over pool on `socket` and creates a pool of `options`
+  // over the same chunks, each in the position it had, its contents intact. Returns once the
+  // chunks are mapped by name and owned (each file's ownership lock taken: a pool is adopted once),
+  // before they are registered: registering them with `options.domains` goes on in the background
+  // (Ready() and AwaitInitialSize() tell when every chunk is registered, and initial_size beyond
+  // the adopted chunks is added after), and allocations are served meanwhile from chunks already
+  // registered. The handed-over blocks are live blocks of the new pool (Claim). `options` must
+  // match what was handed over: the same backing kind, chunk_size, a budget that holds every
+  // adopted chunk's position, no named classes (kInvalidArgument saying which, or
+  // kFailedPrecondition for a pool another process adopted already). Errors leave nothing
+  // mapped or registered, and every file with its name.
+  static absl::StatusOr<std::unique_ptr<Pool>> Adopt(PoolOptions options, int socket);
+  // A block handed over to this pool (Adopt's `live`): waits until its chunk is registered, then
+  // returns it with this pool's keys; free it as any block. The same Block each time until it is
+  // freed. kNotFound when `handle` names no handed-over block that is still live; the error of its
+  // chunk's adoption when that failed (its blocks are lost then).
+  absl::StatusOr<Block> Claim(const BlockHandle& handle);
+  // The handles Adopt received, in the order sent (freed ones included).
+  std::vector<BlockHandle> AdoptedBlocks() const;
+  // The pool's identity (random at Create, kept across handovers).
+  const PoolId& id() const noexcept;
+
   const PoolOptions& options() const noexcept;
   std::size_t chunk_size() const noexcept;
   // The largest size Allocate can serve: 7/8 of chunk_size (one block never spans two chunks).
@@ -242,6 +299,12 @@ class PINPOOL_EXPORT Pool {
   // The heap whose block p (in a mapped chunk) is: its chunk's class's.
   PINPOOL_NO_EXPORT internal::Heap& HeapOf(const void* p) const noexcept;
   PINPOOL_NO_EXPORT void AttachClasses(std::unique_ptr<internal::PoolClasses> classes);
+  // Create, and Adopt with the chunks it received (null: none).
+  PINPOOL_NO_EXPORT static absl::StatusOr<std::unique_ptr<Pool>> CreateWith(
+      PoolOptions options, internal::Handover* handover);
+  // A block of an adopted chunk the application still holds (pool/sharing.h): the slow paths ask
+  // before the heap, which never had it.
+  PINPOOL_NO_EXPORT bool Reclaimed(const void* p, std::size_t* size = nullptr) const noexcept;
 
   // The ChunkInfo of p, a block of this pool: the chunk table entry without its tag bit.
   PINPOOL_FAST_INLINE const ChunkInfo* ChunkAt(const void* p) const noexcept {
@@ -270,7 +333,9 @@ class PINPOOL_EXPORT Pool {
   PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
   // The background thread (low watermark, trim policy), as the options ask (pool/growth.cc).
   // `start`: when Create began (the start-up times are measured from it).
-  PINPOOL_NO_EXPORT void StartBackgroundWork(std::chrono::steady_clock::time_point start);
+  // `adopting`: chunks queued for adoption are built first (Adopt).
+  PINPOOL_NO_EXPORT void StartBackgroundWork(std::chrono::steady_clock::time_point start,
+                                             bool adopting = false);
 
   static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
   static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"
@@ -305,6 +370,8 @@ class PINPOOL_EXPORT Pool {
   // inline class path reads the heap ids: class_heap_ids_[0] is the default heap's (heap_id_
   // itself when there are no named classes).
   std::unique_ptr<internal::PoolClasses> classes_;
+  // Sharing and handover: the pool's id, attached processes, the blocks it adopted.
+  std::unique_ptr<internal::Sharing> sharing_;
   const std::uint64_t* class_heap_ids_ = &heap_id_;
   std::uint32_t class_count_ = 1;
 };

@@ -177,6 +177,19 @@ struct ClassStats {
   std::uint64_t scrubbed_bytes = 0;  // bytes it zeroed (freed blocks, chunks changing class)
 };
 
+// Sharing with other processes and handover (pinpool/share.h; docs/sharing.md).
+struct SharingStats {
+  std::string pool_id;                    // 32 hex digits, kept across handovers
+  std::size_t attached_processes = 0;     // processes whose sharing socket is open now
+  std::uint64_t shares = 0;               // Pool::Share calls that sent the chunks
+  bool quiesced = false;                  // Pool::Quiesce: no registration, no allocation
+  std::uint64_t handovers = 0;            // 1 once the pool was handed over (Pool::HandOver)
+  std::uint64_t adopted_chunks = 0;       // chunks this pool adopted from its predecessor
+  std::uint64_t adopted_blocks = 0;       // blocks handed over to it
+  std::size_t reclaimed_live_blocks = 0;  // of those, still live
+  std::size_t reclaimed_live_bytes = 0;
+};
+
 struct PINPOOL_EXPORT PoolStats {
   std::size_t reserved_bytes = 0;  // virtual address range set aside (no memory behind it)
   std::size_t mapped_bytes = 0;    // chunks mapped
@@ -226,6 +239,7 @@ struct PINPOOL_EXPORT PoolStats {
   std::vector<DomainStats> domains;
   GrantStats grants;
   GrowthStats growth;
+  SharingStats sharing;
 
   // Derived figures (computed from the fields above, nothing more is measured):
   // RLIMIT_MEMLOCK headroom, for each counter the kernel checks against it on its own: the limit

@@ -57,6 +57,8 @@ Arena::Arena(ArenaConfig config, os::Range range)
       carved_(max_chunks_, 0),
       placements_(max_chunks_),
       files_(max_chunks_),
+      adopting_(max_chunks_),
+      adopt_held_(max_chunks_, false),
       file_prefix_(NextFilePrefix()),
       domain_counters_(config_.domains.size()) {
   for (std::size_t d = 0; d < config_.domains.size(); ++d) {
@@ -72,6 +74,13 @@ Arena::Arena(ArenaConfig config, os::Range range)
 
 Arena::~Arena() {
   MutexLock lock(&mu_);
+  // Adoptions queued and never started (the pool went before its background work began them).
+  for (std::uint32_t i : queued_) {
+    slots_[i] = Slot::kEmpty;
+    --growing_;
+    adopting_[i].Disown();
+  }
+  queued_.clear();
   // Nobody else may use a destroyed arena, but a Reserve worker or an allocation could still be
   // building a chunk if the pool was destroyed under it (a bug): wait for them rather than unmap
   // under a registration.
@@ -81,13 +90,14 @@ Arena::~Arena() {
     if (slots_[i] != Slot::kReady) continue;
     ChunkInfo& c = *chunks_[i];
     table_[c.index].store(kSlowFreeTag, std::memory_order_release);
+    if (registrations_ended_) continue;  // Quiesce deregistered it
     for (std::size_t d = c.domain_count; d-- > 0;) DeregisterTimed(d, c.keys[d]);
     chunk_bytes += c.size;
   }
   os::Release(range_, chunk_bytes);  // unmaps every chunk with the reservation
   // Only now, with nothing mapped or registered any more: close the chunks' files (and unlink
-  // those in a directory).
-  for (os::ChunkFile& f : files_) f.Close();
+  // those in a directory, unless a successor owns them now).
+  for (os::ChunkFile& f : files_) handed_over_ ? f.Disown() : f.Close();
 }
 
 void Arena::DeregisterTimed(std::size_t d, const Keys& keys) {
@@ -111,8 +121,18 @@ std::size_t Arena::CgroupChargePerChunk() const noexcept {
   return faulted_in ? config_.chunk_size : 0;
 }
 
-absl::StatusOr<std::uint32_t> Arena::ClaimLocked() {
+absl::StatusOr<std::uint32_t> Arena::ClaimLocked(std::optional<std::uint32_t> want) {
   const std::size_t size = config_.chunk_size;
+  if (quiesced_) {
+    return absl::FailedPreconditionError(
+        "the pool is quiesced (Pool::Quiesce: it is being handed over): it grows no more");
+  }
+  if (want && (*want >= max_chunks_ || slots_[*want] != Slot::kEmpty)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "chunk %d cannot be adopted: %s", *want,
+        *want >= max_chunks_ ? absl::StrFormat("the budget has %d chunks", max_chunks_)
+                             : std::string("its slot is taken")));
+  }
   const std::size_t taken = ready_ + growing_ + trimming_;
   if (taken >= max_chunks_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -132,7 +152,7 @@ absl::StatusOr<std::uint32_t> Arena::ClaimLocked() {
     PINPOOL_RETURN_IF_ERROR(
         CheckCgroupHeadroom(charge * (growing_ + 1), os::ReadMemoryCgroup(cgroup_)));
   }
-  std::uint32_t index = 0;
+  std::uint32_t index = want.value_or(0);
   while (slots_[index] != Slot::kEmpty) ++index;  // one is empty: taken < max_chunks_
   slots_[index] = Slot::kGrowing;
   ++growing_;
@@ -190,17 +210,28 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
   if (backing.kind != os::BackingSpec::Kind::kAnonymous) {
     backing.name = absl::StrFormat("%s-chunk-%d", file_prefix_, index);
   }
-  // On any error below, `mapped` (and its file) dies after the chunk is unmapped.
-  PINPOOL_ASSIGN_OR_RETURN(os::MappedChunk mapped,
-                           os::MapChunk(at, size, config_.page_size, config_.require_page_size,
-                                        config_.populate, config_.numa_node, backing));
+  os::ChunkFile adopted;
+  {
+    MutexLock lock(&mu_);
+    adopted = std::move(adopting_[index]);
+  }
+  const bool adopting = adopted.fd() >= 0;
+  // On any error below, `mapped` (and its file) dies after the chunk is unmapped; an adopted
+  // file keeps its name (its data is the predecessor's).
+  PINPOOL_ASSIGN_OR_RETURN(
+      os::MappedChunk mapped,
+      adopting ? os::MapChunkFile(at, size, std::move(adopted), config_.populate)
+               : os::MapChunk(at, size, config_.page_size, config_.require_page_size,
+                              config_.populate, config_.numa_node, backing));
+  if (adopting) built.adopted = true;
   c.page_size = mapped.page_size;
   c.huge_bytes = mapped.huge_bytes;
   if (absl::Status s = RegisterAll(c, built.seconds); !s.ok()) {
     os::UnmapChunk(at, size);
+    if (adopting) mapped.file.Disown();
     return s;
   }
-  if (config_.numa_node >= 0) {
+  if (config_.numa_node >= 0 && !adopting) {  // an adopted chunk's pages are where they were
     // Verified after registration: a pinning domain has faulted every page in by now, even
     // unpopulated. A page elsewhere would mean the binding did not hold: refuse the chunk.
     absl::StatusOr<os::NodePlacement> p = os::QueryPlacement(at, size, PageBytes(c.page_size));
@@ -233,6 +264,9 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
 absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> built, Why why) {
   PINPOOL_DCHECK(slots_[index] == Slot::kGrowing);
   --growing_;
+  const bool held = adopt_held_[index];
+  adopt_held_[index] = false;
+  if (held) --growing_held_;
   growing_now_.store(growing_, std::memory_order_relaxed);
   chunk_done_.NotifyAll();
   if (!built.ok()) {
@@ -254,11 +288,11 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   chunks_[index] = std::move(built->chunk);
   placements_[index] = built->placement;
   files_[index] = std::move(built->file);
-  carved_[index] = 0;
-  carved_end_[index].store(0, std::memory_order_release);
+  carved_[index] = held ? c->size : 0;  // a held chunk's blocks are the pool's to give back
+  carved_end_[index].store(carved_[index], std::memory_order_release);
   slots_[index] = Slot::kReady;
   ++ready_;
-  uncarved_ += c->size;
+  uncarved_ += c->size - carved_[index];
   uncarved_now_.store(uncarved_, std::memory_order_relaxed);
   slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
   table_[index].store(reinterpret_cast<std::uintptr_t>(c), std::memory_order_release);
@@ -320,9 +354,10 @@ void* Arena::Carve(std::size_t size, std::size_t alignment) {
       if (BelowWatermarkLocked()) below_watermark_.NotifyAll();
       return p;
     }
-    if (growing_ != 0) {
+    if (growing_ > growing_held_) {
       // A chunk is in flight (the grower's, a Reserve worker's, another allocation's): wait for
-      // it rather than start one more. Its failure wakes us too; then we grow ourselves.
+      // it rather than start one more. Its failure wakes us too; then we grow ourselves. (A held
+      // adoption in flight will have no room: not worth waiting for.)
       if (!waited) ++growth_.growth_waits;
       waited = true;
       chunk_done_.Wait(&mu_);
@@ -383,6 +418,9 @@ absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed
   for (std::size_t i = std::min(next.load(), claimed.size()); i < claimed.size(); ++i) {
     slots_[claimed[i]] = Slot::kEmpty;  // claimed, never built
     --growing_;
+    if (adopt_held_[claimed[i]]) --growing_held_;
+    adopt_held_[claimed[i]] = false;
+    adopting_[claimed[i]].Disown();  // an adoption never built: its data keeps its name
   }
   growing_now_.store(growing_, std::memory_order_relaxed);
   slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);

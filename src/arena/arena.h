@@ -38,6 +38,15 @@
 // keeps, duplicates or closes one (docs/backing.md). Files are named
 // pinpool-<pid>-<arena serial>-chunk-<slot>, so two pools of a process never collide.
 //
+// Sharing and handover (handover.cc; docs/sharing.md): SharedChunks lists the ready chunks
+// files (duplicated descriptors) for another process to map. Quiesce ends every registration and
+// all growth and trim for good; HandOverFiles then gives up ownership of the files (their
+// ownership locks released, their names kept at destruction) so a successor can adopt them. A
+// successor's arena adopts chunks into the very slots they had (QueueAdoption claims them at
+// once, AdoptQueued maps and registers them on Reserve's workers): an adopted chunk that holds
+// live blocks of the predecessor is published "held" (all of it carved: no Carve hands it out)
+// until the pool returns it with ReturnChunk; an allocation never waits for a held chunk in flight.
+//
 // Thread safety: ChunkOf/SameChunk/Carved/BelowWatermark are lock-free and may race with growth
 // and trim. Everything else takes `mu_` (briefly: never across a map or a registration).
 // SetGranted is called under the pool's grant lock.
@@ -49,6 +58,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -215,6 +225,41 @@ class Arena {
   // stays at or above the low watermark. Returns the bytes given back.
   std::size_t Trim(std::size_t floor_bytes);
 
+  // --- sharing and handover (handover.cc) --------------------------------------------------------
+  struct SharedChunk {
+    std::uint32_t index = 0;
+    int fd = -1;               // a duplicate, the caller's to close
+    std::string path;          // a directory's file; empty for a memfd
+    bool sealed = false;
+    std::size_t hugetlb_page_bytes = 0;
+  };
+  // Every ready chunk's file, duplicated under the lock (a trim cannot close it under the caller).
+  // Empty for anonymous chunks.
+  std::vector<SharedChunk> SharedChunks() const;
+  // Waits for chunks in flight, deregisters every ready chunk from every domain, and refuses all
+  // growth (kFailedPrecondition) and trim from then on. Idempotent.
+  void Quiesce();
+  bool quiesced() const;
+  // After Quiesce, `true`: releases every chunk file's ownership lock, and the arena's destruction
+  // will close their descriptors but keep their names (the successor owns them). `false` undoes
+  // it (the handover failed): the locks are taken again.
+  void HandOverFiles(bool handed_over);
+  struct AdoptedChunk {
+    std::uint32_t index = 0;
+    os::ChunkFile file;  // adopted (os::AdoptChunkFile): this process's own, locked
+    bool held = false;   // holds live blocks: published all carved, until ReturnChunk
+  };
+  // Claims each chunk's slot now (it must be empty; the budget, RLIMIT_MEMLOCK and the cgroup are
+  // checked as for growth) and parks its file; AdoptQueued builds them. On error nothing is
+  // claimed and the files are disowned (their names kept).
+  absl::Status QueueAdoption(std::vector<AdoptedChunk> chunks);
+  // Maps and registers the queued chunks, in slot order, on up to reserve_threads workers (as
+  // Reserve). A chunk that fails leaves its slot empty and its file's name in place; the first
+  // error is returned (and kept in last_growth_error). `cancel` as for Reserve.
+  absl::Status AdoptQueued(const std::atomic<bool>* cancel = nullptr);
+  // Waits while slot `index` is being built: true once it is ready.
+  bool AwaitReady(std::uint32_t index);
+
   std::size_t chunk_size() const noexcept { return config_.chunk_size; }
   // This process's memory cgroup, as found when the arena was made (checked before each chunk).
   const os::MemoryCgroupLocation& cgroup() const noexcept { return cgroup_; }
@@ -232,13 +277,16 @@ class Arena {
     ArenaStats::Placement placement;
     double seconds[kMaxDomains] = {};  // time in each domain's Register
     os::ChunkFile file;                // the chunk's file, when it has one
+    bool adopted = false;              // mapped from a predecessor's file
     double build_seconds = 0;          // the whole build: map, populate, register, place
   };
 
   Arena(ArenaConfig config, os::Range range);
 
-  // Claims the lowest empty slot for a new chunk (kResourceExhausted: budget or RLIMIT_MEMLOCK).
-  absl::StatusOr<std::uint32_t> ClaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Claims the lowest empty slot for a new chunk, or slot `want` (which must be empty)
+  // (kResourceExhausted: budget or RLIMIT_MEMLOCK; kFailedPrecondition: quiesced).
+  absl::StatusOr<std::uint32_t> ClaimLocked(std::optional<std::uint32_t> want = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps, places and registers the chunk of slot `index`. No lock held; all or nothing.
   absl::StatusOr<Built> Build(std::uint32_t index) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RegisterAll(ChunkInfo& chunk, double* seconds) ABSL_LOCKS_EXCLUDED(mu_);
@@ -297,6 +345,14 @@ class Arena {
   std::vector<ArenaStats::Placement> placements_ ABSL_GUARDED_BY(mu_);
   // By slot: the file of a ready chunk that has one (the one owner of its descriptor).
   std::vector<os::ChunkFile> files_ ABSL_GUARDED_BY(mu_);
+  // By slot: the file of a chunk queued for adoption, until Build takes it; whether it is held.
+  std::vector<os::ChunkFile> adopting_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> adopt_held_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::uint32_t> queued_ ABSL_GUARDED_BY(mu_);  // slots QueueAdoption claimed
+  std::size_t growing_held_ ABSL_GUARDED_BY(mu_) = 0;       // of growing_: held adoptions
+  bool quiesced_ ABSL_GUARDED_BY(mu_) = false;
+  bool registrations_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool handed_over_ ABSL_GUARDED_BY(mu_) = false;
   const std::string file_prefix_;                    // "pinpool-<pid>-<serial>"
   std::size_t slots_used_ ABSL_GUARDED_BY(mu_) = 0;  // one past the highest slot ever claimed
   std::size_t ready_ ABSL_GUARDED_BY(mu_) = 0;

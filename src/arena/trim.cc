@@ -23,6 +23,7 @@ std::size_t Arena::Trim(std::size_t floor_bytes) {
   const std::size_t size = config_.chunk_size;
   std::size_t given = 0;
   MutexLock lock(&mu_);
+  if (quiesced_) return 0;  // nothing is registered, and the chunks are being handed over
   for (std::size_t i = slots_used_; i-- > 0;) {
     if (ready_ * size < floor_bytes + size) break;  // one more would cross the floor
     if (slots_[i] != Slot::kReady || carved_[i] != 0) continue;

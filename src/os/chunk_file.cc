@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -21,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "util/bytes.h"
+#include "util/status_macros.h"
 
 #ifndef MFD_HUGE_SHIFT
 #define MFD_HUGE_SHIFT 26
@@ -53,6 +55,11 @@ void ChunkFile::Close() noexcept {
   path_.clear();
   sealed_ = false;
   hugetlb_page_bytes_ = 0;
+}
+
+void ChunkFile::Disown() noexcept {
+  path_.clear();
+  Close();
 }
 
 std::string ChunkFile::Describe() const {
@@ -199,6 +206,8 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
     }
     file = ChunkFile(fd, std::move(path));  // from here on, an error unlinks it
   }
+  // Nobody else can have it yet: a new file, this process's own description.
+  LockOwnership(file.fd());
   file.set_hugetlb_page_bytes(hugetlb_page_bytes);
   if (::ftruncate(file.fd(), static_cast<off_t>(length)) != 0) {
     const int err = errno;
@@ -217,6 +226,71 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
     }
     file.set_sealed(true);
   }
+  return file;
+}
+
+void UnlockOwnership(int fd) noexcept { ::flock(fd, LOCK_UN); }
+void LockOwnership(int fd) noexcept { ::flock(fd, LOCK_EX | LOCK_NB); }
+
+absl::StatusOr<ChunkFileFacts> CheckChunkFile(int fd, const std::string& path,
+                                              std::size_t length) {
+  struct stat st{};
+  struct statfs sfs{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ::fstatfs(fd, &sfs) != 0 ||
+      (sfs.f_type != TMPFS_MAGIC && sfs.f_type != HUGETLBFS_MAGIC)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "descriptor %d is not a chunk's file: not a regular file on tmpfs or hugetlbfs (a memfd, "
+        "or a file in a directory a pool's chunks can live in)",
+        fd));
+  }
+  if (static_cast<std::size_t>(st.st_size) != length) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a chunk's file of %d bytes where the description says %s: the wrong file",
+                        st.st_size, FormatBytes(length)));
+  }
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (path.empty() && (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
+                                        (F_SEAL_SHRINK | F_SEAL_GROW))) {
+    return absl::InvalidArgumentError(
+        "a memfd chunk without the shrink and grow seals: not a pool's chunk (pinpool seals every "
+        "memfd it makes)");
+  }
+  if (!path.empty()) {
+    struct stat named{};
+    if (::stat(path.c_str(), &named) != 0 || named.st_dev != st.st_dev ||
+        named.st_ino != st.st_ino) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the chunk's file %s is not the file its descriptor names (removed or replaced since)",
+          path));
+    }
+  }
+  return ChunkFileFacts{
+      .sealed = seals >= 0 && (seals & F_SEAL_SHRINK) != 0,
+      .hugetlb_page_bytes =
+          sfs.f_type == HUGETLBFS_MAGIC ? static_cast<std::size_t>(sfs.f_bsize) : 0};
+}
+
+absl::StatusOr<ChunkFile> AdoptChunkFile(int fd, const std::string& path, std::size_t length) {
+  PINPOOL_ASSIGN_OR_RETURN(const ChunkFileFacts facts, CheckChunkFile(fd, path, length));
+  // Our own description: the ownership lock is per open file description, and the received one
+  // is the previous owner's.
+  const std::string reopen = path.empty() ? absl::StrFormat("/proc/self/fd/%d", fd) : path;
+  const int own = ::open(reopen.c_str(), O_RDWR | O_CLOEXEC);
+  if (own < 0) {
+    return absl::PermissionDeniedError(absl::StrFormat("reopening a chunk's file (%s): %s", reopen,
+                                                       std::strerror(errno)));
+  }
+  if (::flock(own, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(own);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the chunk's file %s is owned by another process (its ownership lock is held: %s): a pool "
+        "is adopted once, by one successor",
+        path.empty() ? "(a memfd)" : path, std::strerror(err)));
+  }
+  ChunkFile file(own, path);  // the name is ours now: our Close unlinks it
+  file.set_sealed(facts.sealed);
+  file.set_hugetlb_page_bytes(facts.hugetlb_page_bytes);
   return file;
 }
 

@@ -458,6 +458,44 @@ absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize larg
   return got;
 }
 
+absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile file,
+                                         bool populate) {
+  if (Mmap(Call::kMapAnonymous, at, length, MAP_SHARED | MAP_FIXED, file.fd()) == MAP_FAILED) {
+    const int err = errno;
+    Rereserve(at, length);
+    const std::string what = file.Describe();
+    file.Disown();
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot map an adopted %s chunk (%s): mmap: %s", FormatBytes(length), what,
+        std::strerror(err)));
+  }
+  // Its pages exist already (they hold the previous owner's data): populating only maps them.
+  absl::Status populated = populate ? Populate(at, length) : absl::OkStatus();
+  if (!populated.ok()) Rereserve(at, length);
+  absl::StatusOr<MappedChunk> got =
+      populated.ok() ? Finish(at, length) : absl::StatusOr<MappedChunk>(populated);
+  if (!got.ok()) {
+    file.Disown();  // an adoption that failed must not take the data's name with it
+    return got;
+  }
+  got->file = std::move(file);
+  counters().chunk_bytes.fetch_add(static_cast<std::int64_t>(length), std::memory_order_relaxed);
+  return got;
+}
+
+absl::Status MapFileView(void* at, std::size_t length, int fd) {
+  if (Mmap(Call::kMapAnonymous, at, length, MAP_SHARED | MAP_FIXED, fd) == MAP_FAILED) {
+    const int err = errno;
+    Rereserve(at, length);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot map a shared pool's %s chunk: mmap: %s (vm.max_map_count?)", FormatBytes(length),
+        std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+void UnmapView(void* at, std::size_t length) noexcept { Rereserve(at, length); }
+
 void UnmapChunk(void* at, std::size_t length) noexcept {
   counters().chunk_bytes.fetch_sub(static_cast<std::int64_t>(length), std::memory_order_relaxed);
   Rereserve(at, length);

@@ -118,6 +118,9 @@ class ChunkFile {
   void set_hugetlb_page_bytes(std::size_t bytes) noexcept { hugetlb_page_bytes_ = bytes; }
   // Closes the descriptor and unlinks the file (if it has a path). Idempotent.
   void Close() noexcept;
+  // Closes the descriptor but keeps the file's name: its pages now belong to whoever it was
+  // handed over to (a successor adopting the pool). Idempotent.
+  void Disown() noexcept;
 
  private:
   int fd_ = -1;
@@ -179,6 +182,19 @@ absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize larg
 // make. The pool's preflight asks it for what Create maps up front; the pages can still be taken
 // by others before they are mapped (MapChunk then says so).
 absl::Status CheckHugePagesAvailable(PageSize size, std::size_t bytes, int node);
+// Maps an existing chunk file (one adopted from a previous owner: os/chunk_file.h) over
+// [at, at + length) inside a reservation, MAP_SHARED, marked MADV_DONTFORK, every page faulted in
+// when `populate`, and reads back what backs it; the MappedChunk owns the file. Its contents are
+// kept. On error the range is a reservation again and the file is closed, its name kept
+// (ChunkFile::Disown): a failed adoption never removes the data it could not map. Errors: kResourceExhausted (mmap or populate refused).
+absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile file,
+                                         bool populate);
+// Maps another process's chunk file (`fd`, checked: chunk_file.h) over [at, at + length) inside
+// a reservation, MAP_SHARED and read-write, nothing else done to it: the view of an attached
+// process (pinpool/share.h), which neither pins nor owns the pages (UnmapView, or Release of the
+// reservation, unmaps it). kResourceExhausted when mmap refuses (the range is reserved again).
+absl::Status MapFileView(void* at, std::size_t length, int fd);
+void UnmapView(void* at, std::size_t length) noexcept;
 // Gives the chunk's pages back and turns the range into a reservation again.
 void UnmapChunk(void* at, std::size_t length) noexcept;
 

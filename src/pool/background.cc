@@ -15,7 +15,8 @@ std::size_t TrimIdleChunks(Heap& heap, Arena& arena, std::size_t floor_bytes) {
 
 std::unique_ptr<BackgroundWork> BackgroundWork::Start(Heap& heap, Arena& arena,
                                                       const Policy& policy) {
-  if (!policy.keep_watermark && policy.trim_every.count() == 0 && policy.startup_bytes == 0) {
+  if (!policy.keep_watermark && policy.trim_every.count() == 0 && policy.startup_bytes == 0 &&
+      !policy.adopt) {
     return nullptr;
   }
   return std::unique_ptr<BackgroundWork>(new BackgroundWork(heap, arena, policy));
@@ -70,13 +71,15 @@ absl::Status BackgroundWork::AwaitStartup(std::chrono::nanoseconds timeout) cons
 
 void BackgroundWork::FinishStartup() {
   absl::Status s;
-  if (policy_.startup_bytes != 0) {
+  if (policy_.adopt) s = arena_.AdoptQueued(&stopping_);
+  if (s.ok() && policy_.startup_bytes != 0) {
     s = arena_.Reserve(policy_.startup_bytes, nullptr, &stopping_);
-    if (s.ok() && policy_.initial_size_seconds != nullptr) {
-      policy_.initial_size_seconds->store(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - policy_.startup_begin)
-              .count());
-    }
+  }
+  if (s.ok() && (policy_.adopt || policy_.startup_bytes != 0) &&
+      policy_.initial_size_seconds != nullptr) {
+    policy_.initial_size_seconds->store(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - policy_.startup_begin)
+            .count());
   }
   MutexLock lock(&mu_);
   startup_over_ = true;

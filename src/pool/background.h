@@ -1,5 +1,6 @@
 // BackgroundWork: the one thread a pool may run, and the policy it follows. First it finishes
-// the start-up when Create left it the rest of initial_size (PoolOptions::initial_size_in_
+// the start-up: the chunks Pool::Adopt queued (Arena::AdoptQueued), then the rest of
+// initial_size when Create left it that (PoolOptions::initial_size_in_
 // background: the arena's Reserve, on Reserve's parallel workers), then it keeps the low
 // watermark (PoolOptions::low_watermark with grow_in_background: chunks are added whenever an
 // allocation takes the room below it) and runs the trim policy (PoolOptions::trim_interval_ms:
@@ -60,6 +61,8 @@ class BackgroundWork {
     // Start-up left to this thread: Reserve(startup_bytes) first (0: nothing left), then
     // `*initial_size_seconds` is set to the seconds since `startup_begin`.
     std::size_t startup_bytes = 0;
+    // Chunks queued for adoption (Arena::QueueAdoption: Pool::Adopt) are built first.
+    bool adopt = false;
     std::chrono::steady_clock::time_point startup_begin{};
     std::atomic<double>* initial_size_seconds = nullptr;
   };

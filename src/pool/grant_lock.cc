@@ -46,6 +46,7 @@ absl::Status GrantLock::CheckLive(const Block& block) const {
     return absl::FailedPreconditionError(absl::StrFormat(
         "block %p was freed (it is held until its grants are revoked)", block.data()));
   }
+  if (pool_.Reclaimed(block.data())) return absl::OkStatus();  // handed over, still live
   switch (pool_.HeapOf(block.data()).Inspect(block.data())) {
     case internal::Heap::BlockState::kLive:
       return absl::OkStatus();

@@ -30,7 +30,7 @@ std::size_t Pool::Trim(std::size_t floor_bytes) {
   return internal::TrimIdleChunks(*heap_, *arena_, floor_bytes);
 }
 
-void Pool::StartBackgroundWork(std::chrono::steady_clock::time_point start) {
+void Pool::StartBackgroundWork(std::chrono::steady_clock::time_point start, bool adopting) {
   const int node = arena_->Stats().growth.numa_node;
   const std::size_t built = arena_->Stats().chunks.size() * arena_->chunk_size();
   background_ = internal::BackgroundWork::Start(
@@ -44,6 +44,7 @@ void Pool::StartBackgroundWork(std::chrono::steady_clock::time_point start) {
                                                    : internal::ReserveThreads(options_, node),
        // Create built only the first chunk when it left the rest to the background.
        .startup_bytes = built < options_.initial_size ? options_.initial_size : 0,
+       .adopt = adopting,
        .startup_begin = start,
        .initial_size_seconds = &startup_initial_size_});
 }

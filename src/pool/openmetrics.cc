@@ -270,6 +270,7 @@ std::string OpenMetricsText(const PoolStats& s) {
   }
 
   Families(out, "pinpool_growth_", kGrowthFields, {{&s.growth, {}}});
+  Families(out, "pinpool_sharing_", kSharingFields, {{&s.sharing, {}}});
 
   std::vector<std::pair<const ClassStats*, Labels>> classes;
   for (const ClassStats& c : s.classes) {

@@ -19,6 +19,7 @@
 #include "pool/metrics.h"
 #include "pool/placement.h"
 #include "pool/preflight.h"
+#include "pool/sharing.h"
 #include "pool/validate_options.h"
 #include "util/bytes.h"
 #include "util/check.h"
@@ -29,6 +30,11 @@ namespace pinpool {
 using internal::IsPowerOfTwo;
 
 absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
+  return CreateWith(std::move(options), nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Pool>> Pool::CreateWith(PoolOptions options,
+                                                       internal::Handover* handover) {
   PINPOOL_RETURN_IF_ERROR(internal::ValidatePoolOptions(options));
   // Every ceiling initial_size will meet, checked before the default domain's ring exists and
   // before anything is mapped: past the memory cgroup's limit the kernel kills, it does not fail.
@@ -65,12 +71,24 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   std::unique_ptr<Pool> pool(new Pool(std::move(arena), std::move(heap)));
   pool->AttachClasses(std::move(classes));
   pool->options_ = std::move(options);
+  pool->sharing_ = std::make_unique<internal::Sharing>(handover != nullptr ? handover->id
+                                                                           : internal::NewPoolId());
+  if (handover != nullptr) {
+    // Claimed now, built by the background work first: Adopt returns before any registration.
+    const std::size_t chunks = handover->chunks.size();
+    PINPOOL_RETURN_IF_ERROR(pool->arena_->QueueAdoption(std::move(handover->chunks)));
+    pool->sharing_->SetAdoptedChunks(chunks);
+    pool->sharing_->AdoptBlocks(handover->live, pool->range_base_, pool->arena_->chunk_size());
+    pool->options_.initial_size_in_background = true;
+  }
   const auto start = std::chrono::steady_clock::now();
   auto first_chunk = start;
   // In the background mode Create builds one chunk; the background work builds the rest
   // (StartBackgroundWork sees what is missing) and times seconds_to_initial_size itself.
+  // Adopting, it builds none: the adopted chunks (claimed already) come first.
   const std::size_t now_size =
-      pool->options_.initial_size_in_background
+      handover != nullptr ? 0
+      : pool->options_.initial_size_in_background
           ? std::min(pool->options_.initial_size, pool->options_.chunk_size)
           : pool->options_.initial_size;
   PINPOOL_RETURN_IF_ERROR(pool->arena_->Reserve(now_size, &first_chunk));
@@ -81,7 +99,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
       pool->startup_initial_size_ = seconds(std::chrono::steady_clock::now());
     }
   }
-  pool->StartBackgroundWork(start);
+  pool->StartBackgroundWork(start, handover != nullptr);
   return pool;
 }
 
@@ -185,7 +203,7 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   }
   CheckAlive("Allocate");
   if (size == 0 || size > max_block_size() || !IsPowerOfTwo(alignment) ||
-      alignment > arena_->chunk_size()) {
+      alignment > arena_->chunk_size() || sharing_->quiesced.load(std::memory_order_relaxed)) {
     return {};
   }
   // Timed here and only here: the fast path (Allocate's cached case) records nothing. Blocks above
@@ -271,6 +289,14 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
                   data);
     if (outcome == internal::GrantRegistry::FreeOutcome::kHeld) return;
   }
+  // A handed-over block (Adopt) lies in a chunk the heap never had: its last one gives the chunk
+  // to the arena, where the heap may take it.
+  if (bool chunk_empty = false; sharing_->Release(data, &chunk_empty)) {
+    if (chunk_empty) {
+      arena_->ReturnChunk(reinterpret_cast<void*>(arena_->ChunkOf(data)->base));
+    }
+    return;
+  }
   if (classes_ == nullptr) {
     heap_->Free(data, size, "Deallocate");
     return;
@@ -304,6 +330,19 @@ Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
   if (data == nullptr) return Allocate(new_size);
   CheckAlive("Reallocate");
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Reallocate(%p): not memory of this pool", data);
+  if (std::size_t size = 0; Reclaimed(data, &size)) {
+    // Not the heap's: always moved (a granted one never is).
+    if (new_size == 0 || new_size > max_block_size()) return {};
+    if ((arena_->EntryOf(data) & internal::Arena::kSlowFreeTag) != 0) {
+      GrantLock lock(*this);
+      if (grants_->ReachableLocked(data)) return {};
+    }
+    const Block moved = Allocate(new_size);
+    if (!moved) return {};
+    std::memcpy(moved.data(), data, std::min(size, new_size));
+    DeallocateSlow(data, size);
+    return moved;
+  }
   internal::Heap& heap = HeapOf(data);
   const std::size_t usable = heap.CheckBlock(data, 0, "Reallocate");
   if (new_size == 0 || new_size > max_block_size()) return {};
@@ -342,6 +381,7 @@ std::size_t Pool::UsableSize(const void* data) const noexcept {
   if (data == nullptr) return 0;
   CheckAlive("UsableSize");
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "UsableSize(%p): not memory of this pool", data);
+  if (std::size_t size = 0; Reclaimed(data, &size)) return size;
   return HeapOf(data).CheckBlock(data, 0, "UsableSize");
 }
 
@@ -404,6 +444,7 @@ PoolStats Pool::GetStats() const {
     thread_caches += heap.ThreadCacheCount();
   }
   if (classes_ != nullptr) stats.classes = classes_->Stats();
+  stats.sharing = sharing_->Stats();
   // The heap counts every block outside its free lists: live ones, cached ones, held ones. The
   // counts are read one after another while others allocate, so clamp rather than wrap.
   stats.cached_bytes = counts.thread_cache_bytes + counts.transfer_bytes;

@@ -457,6 +457,10 @@ void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
     json.EndObject();
   }
   json.EndArray();
+
+  json.Key("sharing").BeginObject();
+  JsonFields(json, kSharingFields, s.sharing);
+  json.EndObject();
   json.EndObject();
 }
 
@@ -504,6 +508,8 @@ std::string StatsFieldReference() {
   ReferenceRows(out, "growth.", kGrowthFields);
   ReferenceSection(out, "", kPoolSections[4], true);
   ReferenceRows(out, "classes[].", kClassFields);
+  ReferenceSection(out, "", kPoolSections[5], false);
+  ReferenceRows(out, "sharing.", kSharingFields);
   return out;
 }
 
@@ -538,6 +544,7 @@ std::string PoolStats::ToString() const {
       out.push_back('\n');
     }
   }
+  internal::TextSection(out, "sharing", internal::kSharingFields, sharing);
   return out;
 }
 

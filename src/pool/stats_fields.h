@@ -251,7 +251,7 @@ inline constexpr std::array kPoolFields = {
                        [](const PoolStats& s) { return ToValue(s.mapped_unused_fraction()); }),
 };
 // Members printed as sections of their own, after the rows, in this order (JSON keys).
-inline constexpr std::array<Section, 5> kPoolSections = {{
+inline constexpr std::array<Section, 6> kPoolSections = {{
     {"chunks", "one object per chunk mapped, below"},
     {"domains", "one object per domain the pool registers with, below"},
     {"grants", "remote grants (docs/remote-access.md), below"},
@@ -259,6 +259,7 @@ inline constexpr std::array<Section, 5> kPoolSections = {{
     {"classes",
      "one object per buffer class (docs/classes.md), the default class first; empty when the "
      "pool has no named classes, below"},
+    {"sharing", "attached processes, handover and adoption (docs/sharing.md), below"},
 }};
 
 inline constexpr std::array kChunkFields = {
@@ -407,6 +408,31 @@ inline constexpr std::array kGrowthFields = {
 };
 inline constexpr std::array<Section, 0> kGrowthSections = {};
 
+inline constexpr std::array kSharingFields = {
+    Member<&SharingStats::pool_id>("pool_id", Unit::kText, Kind::kLabel,
+                                   "the pool's identity, kept across handovers (hex)"),
+    Member<&SharingStats::attached_processes>(
+        "attached_processes", Unit::kCount, Kind::kGauge,
+        "processes that mapped the chunks (Pool::Share) whose socket is still open"),
+    Member<&SharingStats::shares>("shares", Unit::kCount, Kind::kCounter,
+                                  "Pool::Share calls that sent the chunks"),
+    Member<&SharingStats::quiesced>(
+        "quiesced", Unit::kFlag, Kind::kGauge,
+        "Pool::Quiesce ended every registration: no allocation, no growth"),
+    Member<&SharingStats::handovers>("handovers", Unit::kCount, Kind::kCounter,
+                                     "1 once the pool was handed over to a successor"),
+    Member<&SharingStats::adopted_chunks>("adopted_chunks", Unit::kCount, Kind::kCounter,
+                                          "chunks this pool adopted from its predecessor"),
+    Member<&SharingStats::adopted_blocks>("adopted_blocks", Unit::kCount, Kind::kCounter,
+                                          "blocks handed over to this pool (Pool::Claim)"),
+    Member<&SharingStats::reclaimed_live_blocks>(
+        "reclaimed_live_blocks", Unit::kCount, Kind::kGauge,
+        "handed-over blocks not freed yet (their chunks are held until the last is)"),
+    Member<&SharingStats::reclaimed_live_bytes>("reclaimed_live_bytes", Unit::kBytes,
+                                                Kind::kGauge, "their bytes"),
+};
+inline constexpr std::array<Section, 0> kSharingSections = {};
+
 // --- the compile-time check --------------------------------------------------------------------
 
 // Converts to any member type; only named in unevaluated braced initializers.
@@ -447,6 +473,8 @@ static_assert(DescribesEveryMember(kGrantFields, kGrantSections),
               "GrantStats: every member needs its row in kGrantFields (or kGrantSections)");
 static_assert(DescribesEveryMember(kGrowthFields, kGrowthSections),
               "GrowthStats: every member needs its row in kGrowthFields (or kGrowthSections)");
+static_assert(DescribesEveryMember(kSharingFields, kSharingSections),
+              "SharingStats: every member needs its row in kSharingFields (or kSharingSections)");
 
 }  // namespace pinpool::internal
 

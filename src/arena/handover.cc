@@ -1,0 +1,110 @@
+// Sharing and handover in the arena (arena.h has the contract): the chunks' files for other
+// processes, the end of every registration before a handover, and the adoption of a
+// predecessor's chunks into the slots they had.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "arena/arena.h"
+#include "os/chunk_file.h"
+#include "util/check.h"
+
+namespace pinpool::internal {
+
+std::vector<Arena::SharedChunk> Arena::SharedChunks() const {
+  MutexLock lock(&mu_);
+  std::vector<SharedChunk> out;
+  for (std::size_t i = 0; i < slots_used_; ++i) {
+    const os::ChunkFile& f = files_[i];
+    if (slots_[i] != Slot::kReady || f.fd() < 0) continue;
+    const int dup = ::fcntl(f.fd(), F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) continue;  // EMFILE: the caller finds the chunk missing and says so
+    out.push_back({static_cast<std::uint32_t>(i), dup, f.path(), f.sealed(),
+                   f.hugetlb_page_bytes()});
+  }
+  return out;
+}
+
+void Arena::Quiesce() {
+  MutexLock lock(&mu_);
+  quiesced_ = true;  // ClaimLocked and Trim refuse from here on
+  while (growing_ != 0 || trimming_ != 0) chunk_done_.Wait(&mu_);
+  if (registrations_ended_) return;
+  registrations_ended_ = true;
+  for (std::size_t i = slots_used_; i-- > 0;) {
+    if (slots_[i] != Slot::kReady) continue;
+    const ChunkInfo& c = *chunks_[i];
+    for (std::size_t d = c.domain_count; d-- > 0;) {
+      MutexLock serial(&domain_mu_[d]);
+      DeregisterTimed(d, c.keys[d]);
+      domain_counters_[d].registered_bytes -= c.size;
+    }
+  }
+}
+
+bool Arena::quiesced() const {
+  MutexLock lock(&mu_);
+  return quiesced_;
+}
+
+void Arena::HandOverFiles(bool handed_over) {
+  MutexLock lock(&mu_);
+  PINPOOL_DCHECK(quiesced_);
+  handed_over_ = handed_over;
+  for (os::ChunkFile& f : files_) {
+    if (f.fd() < 0) continue;
+    handed_over ? os::UnlockOwnership(f.fd()) : os::LockOwnership(f.fd());
+  }
+}
+
+absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {
+  std::sort(chunks.begin(), chunks.end(),
+            [](const AdoptedChunk& a, const AdoptedChunk& b) { return a.index < b.index; });
+  MutexLock lock(&mu_);
+  std::vector<std::uint32_t> claimed;
+  absl::Status error;
+  for (const AdoptedChunk& c : chunks) {
+    absl::StatusOr<std::uint32_t> index = ClaimLocked(c.index);
+    if (!index.ok()) {
+      error = index.status();
+      break;
+    }
+    claimed.push_back(*index);
+  }
+  if (!error.ok()) {
+    for (std::uint32_t i : claimed) slots_[i] = Slot::kEmpty;
+    growing_ -= claimed.size();
+    growing_now_.store(growing_, std::memory_order_relaxed);
+    slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+    for (AdoptedChunk& c : chunks) c.file.Disown();
+    return error;
+  }
+  for (AdoptedChunk& c : chunks) {
+    adopting_[c.index] = std::move(c.file);
+    adopt_held_[c.index] = c.held;
+    if (c.held) ++growing_held_;
+    queued_.push_back(c.index);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Arena::AdoptQueued(const std::atomic<bool>* cancel) {
+  MutexLock lock(&mu_);
+  std::vector<std::uint32_t> claimed = std::exchange(queued_, {});
+  if (claimed.empty()) return absl::OkStatus();
+  std::size_t added = 0;
+  return BuildClaimedLocked(claimed, config_.reserve_threads, Why::kReserve, nullptr, cancel,
+                            &added);
+}
+
+bool Arena::AwaitReady(std::uint32_t index) {
+  if (index >= max_chunks_) return false;
+  MutexLock lock(&mu_);
+  while (slots_[index] == Slot::kGrowing) chunk_done_.Wait(&mu_);
+  return slots_[index] == Slot::kReady;
+}
+
+}  // namespace pinpool::internal

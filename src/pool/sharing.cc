@@ -1,0 +1,166 @@
+// Sharing's transfer, attached processes and reclaimed blocks (sharing.h has the contract).
+#include "pool/sharing.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "util/status_macros.h"
+
+namespace pinpool::internal {
+
+absl::Status SendPool(int socket, const WireMessage& header,
+                      const std::vector<Arena::SharedChunk>& chunks,
+                      std::span<const BlockHandle> live) {
+  std::size_t next = 0;
+  do {
+    WireMessage m = header;
+    m.chunks.clear();
+    m.live.clear();
+    const std::size_t n = std::min(os::kMaxFdsPerMessage, chunks.size() - next);
+    std::vector<int> fds;
+    for (std::size_t i = next; i < next + n; ++i) {
+      m.chunks.push_back({.index = chunks[i].index,
+                          .sealed = chunks[i].sealed,
+                          .hugetlb_page_bytes = chunks[i].hugetlb_page_bytes,
+                          .path = chunks[i].path});
+      fds.push_back(chunks[i].fd);
+    }
+    next += n;
+    m.last = next == chunks.size();
+    if (m.last) m.live.assign(live.begin(), live.end());
+    const std::vector<std::byte> bytes = Encode(m);
+    PINPOOL_RETURN_IF_ERROR(os::SendMessage(socket, bytes, fds));
+  } while (next < chunks.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReceivedPool> ReceivePool(int socket, WireMessage::Kind kind) {
+  ReceivedPool got;
+  for (bool first = true;; first = false) {
+    PINPOOL_ASSIGN_OR_RETURN(os::Message msg, os::ReceiveMessage(socket, kMaxWireBytes));
+    PINPOOL_ASSIGN_OR_RETURN(WireMessage m, Decode(msg.payload, msg.fds.size()));
+    WireMessage& d = got.description;
+    if (m.kind != kind) {
+      return absl::InvalidArgumentError(
+          kind == WireMessage::Kind::kShare
+              ? "a handover arrived where a share (Pool::Share) was expected"
+              : "a share arrived where a handover (Pool::HandOver) was expected");
+    }
+    if (!first && (m.pool_id != d.pool_id || m.chunk_size != d.chunk_size ||
+                   m.max_chunks != d.max_chunks || m.backing != d.backing)) {
+      return absl::InvalidArgumentError(
+          "a message of another pool in the middle of a share or handover");
+    }
+    if (first) {
+      d.kind = m.kind;
+      d.pool_id = m.pool_id;
+      d.chunk_size = m.chunk_size;
+      d.max_chunks = m.max_chunks;
+      d.backing = m.backing;
+    }
+    for (std::size_t i = 0; i < m.chunks.size(); ++i) {
+      const std::uint32_t index = m.chunks[i].index;
+      if (std::any_of(d.chunks.begin(), d.chunks.end(),
+                      [&](const WireChunk& c) { return c.index == index; })) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("chunk %d described twice in one share or handover", index));
+      }
+      d.chunks.push_back(std::move(m.chunks[i]));
+      got.fds.push_back(std::move(msg.fds[i]));
+    }
+    d.live.insert(d.live.end(), m.live.begin(), m.live.end());
+    if (m.last) break;
+  }
+  for (const BlockHandle& h : got.description.live) {
+    if (std::none_of(got.description.chunks.begin(), got.description.chunks.end(),
+                     [&](const WireChunk& c) { return c.index == h.chunk; })) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a live block in chunk %d, which the handover does not include", h.chunk));
+    }
+  }
+  return got;
+}
+
+void Sharing::AddPeer(int socket) {
+  struct stat st{};
+  if (::fstat(socket, &st) != 0) return;
+  MutexLock lock(&mu_);
+  for (const os::UniqueFd& p : peers_) {
+    struct stat other{};
+    if (::fstat(p.get(), &other) == 0 && other.st_ino == st.st_ino && other.st_dev == st.st_dev) {
+      return;  // the same socket: an update of the same process
+    }
+  }
+  const int dup = ::fcntl(socket, F_DUPFD_CLOEXEC, 0);
+  if (dup >= 0) peers_.emplace_back(dup);
+}
+
+std::size_t Sharing::LivePeers() {
+  MutexLock lock(&mu_);
+  std::erase_if(peers_, [](const os::UniqueFd& p) {
+    pollfd pfd{p.get(), POLLRDHUP, 0};
+    return ::poll(&pfd, 1, 0) != 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+  });
+  return peers_.size();
+}
+
+void Sharing::AdoptBlocks(std::span<const BlockHandle> live, std::uintptr_t range_base,
+                          std::size_t chunk_size) {
+  MutexLock lock(&mu_);
+  for (const BlockHandle& h : live) {
+    const std::uintptr_t p = range_base + std::uintptr_t{h.chunk} * chunk_size + h.offset;
+    reclaimed_.emplace(p, Live{h.size, h.chunk});
+    ++per_chunk_[h.chunk];
+    stats_.reclaimed_live_bytes += h.size;
+  }
+  adopted_.assign(live.begin(), live.end());
+  stats_.adopted_blocks = live.size();
+  reclaimed_count_.store(reclaimed_.size(), std::memory_order_release);
+}
+
+std::vector<BlockHandle> Sharing::adopted() const {
+  MutexLock lock(&mu_);
+  return adopted_;
+}
+
+bool Sharing::Reclaimed(const void* p, std::size_t* size) const {
+  if (reclaimed_count_.load(std::memory_order_acquire) == 0) return false;
+  MutexLock lock(&mu_);
+  auto it = reclaimed_.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == reclaimed_.end()) return false;
+  if (size != nullptr) *size = it->second.size;
+  return true;
+}
+
+bool Sharing::Release(const void* p, bool* chunk_empty) {
+  if (reclaimed_count_.load(std::memory_order_acquire) == 0) return false;
+  MutexLock lock(&mu_);
+  auto it = reclaimed_.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == reclaimed_.end()) return false;
+  stats_.reclaimed_live_bytes -= it->second.size;
+  *chunk_empty = --per_chunk_[it->second.chunk] == 0;
+  if (*chunk_empty) per_chunk_.erase(it->second.chunk);
+  reclaimed_.erase(it);
+  reclaimed_count_.store(reclaimed_.size(), std::memory_order_release);
+  return true;
+}
+
+SharingStats Sharing::Stats() {
+  const std::size_t peers = LivePeers();
+  MutexLock lock(&mu_);
+  SharingStats s = stats_;
+  s.attached_processes = peers;
+  s.reclaimed_live_blocks = reclaimed_.size();
+  s.quiesced = quiesced.load();
+  std::string hex;
+  for (std::uint8_t b : id_) hex += absl::StrFormat("%02x", b);
+  s.pool_id = hex;
+  return s;
+}
+
+}  // namespace pinpool::internal
