@@ -487,6 +487,37 @@ void ExpectAdoptRefused(const PoolOptions& options, int socket, absl::StatusCode
   EXPECT_EQ(dir.files(), files);
 }
 
+TEST_P(ShareTest, APoolMovesToAnotherProcessWhichAdoptsItAfterTheFirstExits) {
+  SocketPair s;
+  const pid_t predecessor = ::fork();
+  ASSERT_GE(predecessor, 0);
+  if (predecessor == 0) {
+    // Process A: builds a pool, fills blocks, hands the pool over and exits.
+    s.b.reset();
+    auto a = Pool::Create(Opts());
+    if (!a.ok()) _exit(2);
+    Filled f = FillPool(**a, 20);
+    if (!(*a)->Quiesce().ok() || !(*a)->HandOver(s.a.get(), f.live).ok()) _exit(3);
+    a->reset();
+    _exit(0);
+  }
+  s.a.reset();
+  int status = 0;
+  ASSERT_EQ(::waitpid(predecessor, &status, 0), predecessor);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // Process B, after A is gone.
+  auto b = Pool::Adopt(Opts(), s.b.get());
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::vector<BlockHandle> live = (*b)->AdoptedBlocks();
+  ASSERT_EQ(live.size(), 20u);
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    absl::StatusOr<Block> block = (*b)->Claim(live[i]);
+    ASSERT_TRUE(block.ok()) << block.status();
+    EXPECT_TRUE(Holds(block->data(), block->size(), static_cast<unsigned>(i))) << i;
+    (*b)->Deallocate(*block);
+  }
+}
+
 TEST_P(ShareTest, AdoptRefusesOptionsThatDoNotMatchTheHandedOverPool) {
   const std::size_t files = GetParam() == BackingKind::kFiles ? 2 : 0;
   {

@@ -102,7 +102,7 @@ limits) the application runs with.
 
 Exit status: 0 whatever was found (read the problems), 2 when the arguments are wrong.
 
-JSON fields (schema_version 3; sizes in bytes; null: unlimited, not applicable or unknown):
+JSON fields (schema_version 4; sizes in bytes; null: unlimited, not applicable or unknown):
   schema_version, pinpool_version
   system: kernel, machine, cpus, uid, memory_total_bytes, memory_available_bytes
   rdma: device_list_error, device_list_errno, modules {name: loaded|builtin|available|absent},
