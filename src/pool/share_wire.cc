@@ -1,6 +1,7 @@
 // The sharing description's encoding (share_wire.h has the layout and the contract).
 #include "pool/share_wire.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -125,7 +126,7 @@ absl::StatusOr<WireMessage> Decode(std::span<const std::byte> bytes, std::size_t
   if (m.kind == WireMessage::Kind::kShare && live != 0) {
     return Bad("a share naming live blocks (only a handover does)");
   }
-  std::vector<bool> seen;
+  std::vector<std::uint32_t> indexes;
   for (std::uint64_t i = 0; i < chunks; ++i) {
     if (r.left() < kChunkBytes) return Bad(absl::StrFormat("cut short in chunk %d", i));
     WireChunk c;
@@ -149,10 +150,13 @@ absl::StatusOr<WireMessage> Decode(std::span<const std::byte> bytes, std::size_t
     if (files != !c.path.empty() || (files && (c.path[0] != '/' || c.path.find('\0') != std::string::npos))) {
       return Bad(absl::StrFormat("chunk %d: a path that does not fit its backing", index));
     }
-    if (seen.size() <= index) seen.resize(index + 1);
-    if (seen[index]) return Bad(absl::StrFormat("chunk %d described twice", index));
-    seen[index] = true;
+    indexes.push_back(c.index);
     m.chunks.push_back(std::move(c));
+  }
+  std::sort(indexes.begin(), indexes.end());
+  if (std::adjacent_find(indexes.begin(), indexes.end()) != indexes.end()) {
+    return Bad(absl::StrFormat("chunk %d described twice",
+                               *std::adjacent_find(indexes.begin(), indexes.end())));
   }
   if (live > r.left() / kLiveBytes || r.left() != live * kLiveBytes) {
     return Bad(absl::StrFormat("%d live blocks announced in %d remaining bytes", live, r.left()));

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -41,6 +42,7 @@ absl::Status SendPool(int socket, const WireMessage& header,
 
 absl::StatusOr<ReceivedPool> ReceivePool(int socket, WireMessage::Kind kind) {
   ReceivedPool got;
+  std::unordered_set<std::uint32_t> got_chunks;
   for (bool first = true;; first = false) {
     PINPOOL_ASSIGN_OR_RETURN(os::Message msg, os::ReceiveMessage(socket, kMaxWireBytes));
     PINPOOL_ASSIGN_OR_RETURN(WireMessage m, Decode(msg.payload, msg.fds.size()));
@@ -65,8 +67,7 @@ absl::StatusOr<ReceivedPool> ReceivePool(int socket, WireMessage::Kind kind) {
     }
     for (std::size_t i = 0; i < m.chunks.size(); ++i) {
       const std::uint32_t index = m.chunks[i].index;
-      if (std::any_of(d.chunks.begin(), d.chunks.end(),
-                      [&](const WireChunk& c) { return c.index == index; })) {
+      if (!got_chunks.insert(index).second) {
         return absl::InvalidArgumentError(
             absl::StrFormat("chunk %d described twice in one share or handover", index));
       }
@@ -77,8 +78,7 @@ absl::StatusOr<ReceivedPool> ReceivePool(int socket, WireMessage::Kind kind) {
     if (m.last) break;
   }
   for (const BlockHandle& h : got.description.live) {
-    if (std::none_of(got.description.chunks.begin(), got.description.chunks.end(),
-                     [&](const WireChunk& c) { return c.index == h.chunk; })) {
+    if (!got_chunks.contains(h.chunk)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "a live block in chunk %d, which the handover does not include", h.chunk));
     }
