@@ -29,11 +29,13 @@
 #include "pinpool/share.h"
 #include "pool/share_wire.h"
 #include "support/proc_status.h"
+#include "support/socket_pair.h"
 
 namespace pinpool {
 namespace {
 
 using internal::os::UniqueFd;
+using testing::SocketPair;
 
 constexpr std::size_t kChunk = 4 * kMiB;
 
@@ -45,15 +47,6 @@ internal::WireChunk Chunk(std::uint32_t index) {
 
 long long VmPin() { return testing::ProcStatusBytes("VmPin"); }
 
-struct SocketPair {
-  UniqueFd a, b;
-  SocketPair() {
-    int sv[2];
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    a = UniqueFd(sv[0]);
-    b = UniqueFd(sv[1]);
-  }
-};
 
 // A directory in /dev/shm (tmpfs) for file-backed pools, removed with what is left in it.
 struct ShmDir {

@@ -23,12 +23,14 @@
 #include "pinpool/share.h"
 #include "pinpool/verbs.h"
 #include "pinpool/verbs_remote_access.h"
+#include "support/socket_pair.h"
 #include "verbs_test_support.h"
 
 namespace pinpool {
 namespace {
 
 using internal::os::UniqueFd;
+using testing::SocketPair;
 using testing::Fill;
 using testing::FirstMismatch;
 using testing::MakePool;
@@ -38,15 +40,6 @@ using testing::VerbsTest;
 using Side = RcPair::Side;
 using Clock = std::chrono::steady_clock;
 
-struct SocketPair {
-  UniqueFd a, b;
-  SocketPair() {
-    int sv[2];
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    a = UniqueFd(sv[0]);
-    b = UniqueFd(sv[1]);
-  }
-};
 
 PoolOptions MemfdOptions(std::vector<std::shared_ptr<Domain>> domains, std::size_t chunk,
                          std::size_t budget, std::size_t initial) {
