@@ -90,8 +90,9 @@ Arena::~Arena() {
     if (slots_[i] != Slot::kReady) continue;
     ChunkInfo& c = *chunks_[i];
     table_[c.index].store(kSlowFreeTag, std::memory_order_release);
-    if (registrations_ended_) continue;  // Quiesce deregistered it
-    for (std::size_t d = c.domain_count; d-- > 0;) DeregisterTimed(d, c.keys[d]);
+    if (!registrations_ended_) {  // else Quiesce deregistered it
+      for (std::size_t d = c.domain_count; d-- > 0;) DeregisterTimed(d, c.keys[d]);
+    }
     chunk_bytes += c.size;
   }
   os::Release(range_, chunk_bytes);  // unmaps every chunk with the reservation
@@ -223,7 +224,6 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
       adopting ? os::MapChunkFile(at, size, std::move(adopted), config_.populate)
                : os::MapChunk(at, size, config_.page_size, config_.require_page_size,
                               config_.populate, config_.numa_node, backing));
-  if (adopting) built.adopted = true;
   c.page_size = mapped.page_size;
   c.huge_bytes = mapped.huge_bytes;
   if (absl::Status s = RegisterAll(c, built.seconds); !s.ok()) {

@@ -277,7 +277,6 @@ class Arena {
     ArenaStats::Placement placement;
     double seconds[kMaxDomains] = {};  // time in each domain's Register
     os::ChunkFile file;                // the chunk's file, when it has one
-    bool adopted = false;              // mapped from a predecessor's file
     double build_seconds = 0;          // the whole build: map, populate, register, place
   };
 
