@@ -228,8 +228,8 @@ class Arena {
   // --- sharing and handover (handover.cc) --------------------------------------------------------
   struct SharedChunk {
     std::uint32_t index = 0;
-    int fd = -1;               // a duplicate, the caller's to close
-    std::string path;          // a directory's file; empty for a memfd
+    int fd = -1;       // a duplicate, the caller's to close
+    std::string path;  // a directory's file; empty for a memfd
     bool sealed = false;
     std::size_t hugetlb_page_bytes = 0;
   };

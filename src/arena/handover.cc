@@ -22,8 +22,8 @@ std::vector<Arena::SharedChunk> Arena::SharedChunks() const {
     if (slots_[i] != Slot::kReady || f.fd() < 0) continue;
     const int dup = ::fcntl(f.fd(), F_DUPFD_CLOEXEC, 0);
     if (dup < 0) continue;  // EMFILE: the caller finds the chunk missing and says so
-    out.push_back({static_cast<std::uint32_t>(i), dup, f.path(), f.sealed(),
-                   f.hugetlb_page_bytes()});
+    out.push_back(
+        {static_cast<std::uint32_t>(i), dup, f.path(), f.sealed(), f.hugetlb_page_bytes()});
   }
   return out;
 }

@@ -232,10 +232,9 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
 void UnlockOwnership(int fd) noexcept { ::flock(fd, LOCK_UN); }
 void LockOwnership(int fd) noexcept { ::flock(fd, LOCK_EX | LOCK_NB); }
 
-absl::StatusOr<ChunkFileFacts> CheckChunkFile(int fd, const std::string& path,
-                                              std::size_t length) {
-  struct stat st{};
-  struct statfs sfs{};
+absl::StatusOr<ChunkFileFacts> CheckChunkFile(int fd, const std::string& path, std::size_t length) {
+  struct stat st {};
+  struct statfs sfs {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ::fstatfs(fd, &sfs) != 0 ||
       (sfs.f_type != TMPFS_MAGIC && sfs.f_type != HUGETLBFS_MAGIC)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -249,14 +248,14 @@ absl::StatusOr<ChunkFileFacts> CheckChunkFile(int fd, const std::string& path,
                         st.st_size, FormatBytes(length)));
   }
   const int seals = ::fcntl(fd, F_GET_SEALS);
-  if (path.empty() && (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
-                                        (F_SEAL_SHRINK | F_SEAL_GROW))) {
+  if (path.empty() &&
+      (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))) {
     return absl::InvalidArgumentError(
         "a memfd chunk without the shrink and grow seals: not a pool's chunk (pinpool seals every "
         "memfd it makes)");
   }
   if (!path.empty()) {
-    struct stat named{};
+    struct stat named {};
     if (::stat(path.c_str(), &named) != 0 || named.st_dev != st.st_dev ||
         named.st_ino != st.st_ino) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -264,10 +263,10 @@ absl::StatusOr<ChunkFileFacts> CheckChunkFile(int fd, const std::string& path,
           path));
     }
   }
-  return ChunkFileFacts{
-      .sealed = seals >= 0 && (seals & F_SEAL_SHRINK) != 0,
-      .hugetlb_page_bytes =
-          sfs.f_type == HUGETLBFS_MAGIC ? static_cast<std::size_t>(sfs.f_bsize) : 0};
+  return ChunkFileFacts{.sealed = seals >= 0 && (seals & F_SEAL_SHRINK) != 0,
+                        .hugetlb_page_bytes = sfs.f_type == HUGETLBFS_MAGIC
+                                                  ? static_cast<std::size_t>(sfs.f_bsize)
+                                                  : 0};
 }
 
 absl::StatusOr<ChunkFile> AdoptChunkFile(int fd, const std::string& path, std::size_t length) {
@@ -277,8 +276,8 @@ absl::StatusOr<ChunkFile> AdoptChunkFile(int fd, const std::string& path, std::s
   const std::string reopen = path.empty() ? absl::StrFormat("/proc/self/fd/%d", fd) : path;
   const int own = ::open(reopen.c_str(), O_RDWR | O_CLOEXEC);
   if (own < 0) {
-    return absl::PermissionDeniedError(absl::StrFormat("reopening a chunk's file (%s): %s", reopen,
-                                                       std::strerror(errno)));
+    return absl::PermissionDeniedError(
+        absl::StrFormat("reopening a chunk's file (%s): %s", reopen, std::strerror(errno)));
   }
   if (::flock(own, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;

@@ -70,8 +70,7 @@ void UniqueFd::reset() noexcept {
   fd_ = -1;
 }
 
-absl::Status SendMessage(int socket, std::span<const std::byte> payload,
-                         std::span<const int> fds) {
+absl::Status SendMessage(int socket, std::span<const std::byte> payload, std::span<const int> fds) {
   if (fds.size() > kMaxFdsPerMessage || payload.size() > UINT32_MAX) {
     return absl::InvalidArgumentError(
         absl::StrFormat("a sharing message of %d bytes with %d descriptors: at most %d descriptors",

@@ -55,7 +55,8 @@ struct Message {
 // Receives one message of at most `max_payload` bytes. Errors: kUnavailable (the peer closed the
 // socket before a whole message), kInvalidArgument (a frame larger than `max_payload`, more
 // descriptors than kMaxFdsPerMessage or than the frame says, or descriptors cut short by the
-// kernel (MSG_CTRUNC): this process's descriptor limit), kInternal. No descriptor outlives an error.
+// kernel (MSG_CTRUNC): this process's descriptor limit), kInternal. No descriptor outlives an
+// error.
 absl::StatusOr<Message> ReceiveMessage(int socket, std::size_t max_payload);
 
 }  // namespace pinpool::internal::os

@@ -465,9 +465,9 @@ absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile
     Rereserve(at, length);
     const std::string what = file.Describe();
     file.Disown();
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "cannot map an adopted %s chunk (%s): mmap: %s", FormatBytes(length), what,
-        std::strerror(err)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot map an adopted %s chunk (%s): mmap: %s", FormatBytes(length), what,
+                        std::strerror(err)));
   }
   // Its pages exist already (they hold the previous owner's data): populating only maps them.
   absl::Status populated = populate ? Populate(at, length) : absl::OkStatus();
@@ -487,9 +487,9 @@ absl::Status MapFileView(void* at, std::size_t length, int fd) {
   if (Mmap(Call::kMapAnonymous, at, length, MAP_SHARED | MAP_FIXED, fd) == MAP_FAILED) {
     const int err = errno;
     Rereserve(at, length);
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "cannot map a shared pool's %s chunk: mmap: %s (vm.max_map_count?)", FormatBytes(length),
-        std::strerror(err)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot map a shared pool's %s chunk: mmap: %s (vm.max_map_count?)",
+                        FormatBytes(length), std::strerror(err)));
   }
   return absl::OkStatus();
 }

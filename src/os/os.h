@@ -186,7 +186,8 @@ absl::Status CheckHugePagesAvailable(PageSize size, std::size_t bytes, int node)
 // [at, at + length) inside a reservation, MAP_SHARED, marked MADV_DONTFORK, every page faulted in
 // when `populate`, and reads back what backs it; the MappedChunk owns the file. Its contents are
 // kept. On error the range is a reservation again and the file is closed, its name kept
-// (ChunkFile::Disown): a failed adoption never removes the data it could not map. Errors: kResourceExhausted (mmap or populate refused).
+// (ChunkFile::Disown): a failed adoption never removes the data it could not map. Errors:
+// kResourceExhausted (mmap or populate refused).
 absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile file,
                                          bool populate);
 // Maps another process's chunk file (`fd`, checked: chunk_file.h) over [at, at + length) inside

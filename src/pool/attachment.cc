@@ -67,9 +67,8 @@ absl::StatusOr<std::unique_ptr<Attachment>> Attachment::Receive(int socket) {
   impl->id = got.description.pool_id;
   impl->chunk_size = got.description.chunk_size;
   impl->max_chunks = got.description.max_chunks;
-  PINPOOL_ASSIGN_OR_RETURN(impl->range,
-                           internal::os::Reserve(impl->max_chunks * impl->chunk_size,
-                                                 impl->chunk_size));
+  PINPOOL_ASSIGN_OR_RETURN(
+      impl->range, internal::os::Reserve(impl->max_chunks * impl->chunk_size, impl->chunk_size));
   impl->mapped.assign(impl->max_chunks, false);
   PINPOOL_RETURN_IF_ERROR(impl->MapAll(got));
   return std::unique_ptr<Attachment>(new Attachment(std::move(impl)));
@@ -99,8 +98,8 @@ absl::StatusOr<std::span<std::byte>> Attachment::Map(const BlockHandle& handle) 
     return absl::NotFoundError(absl::StrFormat(
         "chunk %d is not mapped here (added after the share: Attachment::Update)", handle.chunk));
   }
-  auto* p = static_cast<std::byte*>(impl_->range.base) + std::size_t{handle.chunk} * size +
-            handle.offset;
+  auto* p =
+      static_cast<std::byte*>(impl_->range.base) + std::size_t{handle.chunk} * size + handle.offset;
   return std::span<std::byte>(p, handle.size);
 }
 

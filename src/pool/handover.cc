@@ -42,9 +42,9 @@ absl::Status CheckLive(std::span<const BlockHandle> live, const internal::Arena&
     }
     if (i > 0 && sorted[i - 1].chunk == h.chunk &&
         sorted[i - 1].offset + sorted[i - 1].size > h.offset) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "live blocks overlap in chunk %d (at offsets %d and %d)", h.chunk, sorted[i - 1].offset,
-          h.offset));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("live blocks overlap in chunk %d (at offsets %d and %d)", h.chunk,
+                          sorted[i - 1].offset, h.offset));
     }
   }
   return absl::OkStatus();
@@ -61,7 +61,7 @@ absl::Status Pool::Quiesce() {
         "them first (that ends each of their grants), so that no peer can reach its memory",
         holders));
   }
-  background_.reset();  // no growth or trim from here on
+  background_.reset();                 // no growth or trim from here on
   heap_id_ = internal::Heap::kDeadId;  // the inline paths miss; the slow path refuses
   sharing_->quiesced.store(true);
   arena_->Quiesce();
@@ -82,11 +82,11 @@ absl::Status Pool::HandOver(int socket, std::span<const BlockHandle> live) {
   std::vector<internal::Arena::SharedChunk> chunks = arena_->SharedChunks();
   // The ownership locks go before the descriptors do: the successor takes them on receipt.
   arena_->HandOverFiles(true);
-  const absl::Status sent = internal::SendPool(
-      socket,
-      internal::Describe(internal::WireMessage::Kind::kHandOver, id(), options_,
-                         range_size_ / arena_->chunk_size()),
-      chunks, live);
+  const absl::Status sent =
+      internal::SendPool(socket,
+                         internal::Describe(internal::WireMessage::Kind::kHandOver, id(), options_,
+                                            range_size_ / arena_->chunk_size()),
+                         chunks, live);
   for (auto& c : chunks) internal::os::UniqueFd(c.fd).reset();
   if (!sent.ok()) {
     arena_->HandOverFiles(false);  // still ours: the locks again
@@ -103,7 +103,8 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Adopt(PoolOptions options, int socke
                            internal::ReceivePool(socket, internal::WireMessage::Kind::kHandOver));
   const internal::WireMessage& d = got.description;
   const bool files = d.backing == internal::WireMessage::Backing::kFiles;
-  if (files != (options.backing.kind == BackingKind::kFiles) || d.chunk_size != options.chunk_size) {
+  if (files != (options.backing.kind == BackingKind::kFiles) ||
+      d.chunk_size != options.chunk_size) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the handed-over pool has %s chunks of %s; these options ask for %s chunks of %s",
         files ? "file" : "memfd", internal::FormatBytes(d.chunk_size),
@@ -134,8 +135,8 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Adopt(PoolOptions options, int socke
     }
     if (!file.ok()) {
       give_up();
-      return absl::Status(file.status().code(),
-                          absl::StrFormat("adopting chunk %d: %s", c.index, file.status().message()));
+      return absl::Status(file.status().code(), absl::StrFormat("adopting chunk %d: %s", c.index,
+                                                                file.status().message()));
     }
     const bool held = std::any_of(d.live.begin(), d.live.end(),
                                   [&](const BlockHandle& h) { return h.chunk == c.index; });
@@ -150,8 +151,8 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Adopt(PoolOptions options, int socke
 absl::StatusOr<Block> Pool::Claim(const BlockHandle& handle) {
   CheckAlive("Claim");
   const std::size_t size = arena_->chunk_size();
-  const std::uintptr_t p =
-      range_base_ + std::uintptr_t{handle.chunk} * size + std::min<std::uint64_t>(handle.offset, size);
+  const std::uintptr_t p = range_base_ + std::uintptr_t{handle.chunk} * size +
+                           std::min<std::uint64_t>(handle.offset, size);
   std::size_t live = 0;
   if (handle.chunk >= range_size_ / size || handle.offset >= size ||
       !Reclaimed(reinterpret_cast<void*>(p), &live) || live != handle.size) {
@@ -161,9 +162,9 @@ absl::StatusOr<Block> Pool::Claim(const BlockHandle& handle) {
   }
   if (!arena_->AwaitReady(handle.chunk)) {
     const absl::Status why = arena_->last_growth_error();
-    return absl::UnavailableError(absl::StrFormat(
-        "chunk %d could not be adopted, its blocks are lost: %s", handle.chunk,
-        why.ok() ? "adoption stopped" : why.message()));
+    return absl::UnavailableError(
+        absl::StrFormat("chunk %d could not be adopted, its blocks are lost: %s", handle.chunk,
+                        why.ok() ? "adoption stopped" : why.message()));
   }
   return Block(reinterpret_cast<void*>(p), live, arena_->ChunkOf(reinterpret_cast<void*>(p)));
 }

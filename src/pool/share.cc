@@ -81,11 +81,11 @@ absl::Status Pool::Share(int socket) {
     return absl::FailedPreconditionError("the pool is quiesced (Pool::Quiesce): nothing to share");
   }
   std::vector<internal::Arena::SharedChunk> chunks = arena_->SharedChunks();
-  const absl::Status sent = internal::SendPool(
-      socket,
-      internal::Describe(internal::WireMessage::Kind::kShare, id(), options_,
-                         range_size_ / arena_->chunk_size()),
-      chunks, {});
+  const absl::Status sent =
+      internal::SendPool(socket,
+                         internal::Describe(internal::WireMessage::Kind::kShare, id(), options_,
+                                            range_size_ / arena_->chunk_size()),
+                         chunks, {});
   for (auto& c : chunks) internal::os::UniqueFd(c.fd).reset();
   if (!sent.ok()) return sent;
   sharing_->AddPeer(socket);

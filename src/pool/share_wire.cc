@@ -39,7 +39,8 @@ class Reader {
   // Callers check left() first.
   std::uint64_t Get(int bytes) {
     std::uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) v |= std::uint64_t{std::to_integer<std::uint8_t>(in_[at_ + i])} << (8 * i);
+    for (int i = 0; i < bytes; ++i)
+      v |= std::uint64_t{std::to_integer<std::uint8_t>(in_[at_ + i])} << (8 * i);
     at_ += bytes;
     return v;
   }
@@ -96,9 +97,10 @@ absl::StatusOr<WireMessage> Decode(std::span<const std::byte> bytes, std::size_t
   WireMessage m;
   const std::uint64_t version = r.Get(2);
   if (version != WireMessage::kVersion) {
-    return Bad(absl::StrFormat("version %d (this library reads version %d: sender and receiver "
-                               "must be of the same pinpool release line)",
-                               version, WireMessage::kVersion));
+    return Bad(
+        absl::StrFormat("version %d (this library reads version %d: sender and receiver "
+                        "must be of the same pinpool release line)",
+                        version, WireMessage::kVersion));
   }
   const std::uint64_t kind = r.Get(2);
   if (kind != 1 && kind != 2) return Bad(absl::StrFormat("kind %d", kind));
@@ -120,8 +122,8 @@ absl::StatusOr<WireMessage> Decode(std::span<const std::byte> bytes, std::size_t
   const std::uint64_t chunks = r.Get(4);
   const std::uint64_t live = r.Get(8);
   if (chunks != descriptors || chunks > os::kMaxFdsPerMessage) {
-    return Bad(absl::StrFormat("%d chunks described, %d descriptors came with them", chunks,
-                               descriptors));
+    return Bad(
+        absl::StrFormat("%d chunks described, %d descriptors came with them", chunks, descriptors));
   }
   if (m.kind == WireMessage::Kind::kShare && live != 0) {
     return Bad("a share naming live blocks (only a handover does)");
@@ -138,16 +140,17 @@ absl::StatusOr<WireMessage> Decode(std::span<const std::byte> bytes, std::size_t
         (c.hugetlb_page_bytes != 0 && c.hugetlb_page_bytes != (std::uint64_t{2} << 20) &&
          c.hugetlb_page_bytes != (std::uint64_t{1} << 30)) ||
         path_bytes > kMaxPath || r.left() < path_bytes) {
-      return Bad(absl::StrFormat("chunk %d: index %d of %d, flags %#x, hugetlb %d, path of %d bytes",
-                                 i, index, m.max_chunks, chunk_flags, c.hugetlb_page_bytes,
-                                 path_bytes));
+      return Bad(
+          absl::StrFormat("chunk %d: index %d of %d, flags %#x, hugetlb %d, path of %d bytes", i,
+                          index, m.max_chunks, chunk_flags, c.hugetlb_page_bytes, path_bytes));
     }
     c.index = static_cast<std::uint32_t>(index);
     c.sealed = (chunk_flags & 1) != 0;
     c.path.resize(path_bytes);
     r.GetBytes(c.path.data(), path_bytes);
     const bool files = m.backing == WireMessage::Backing::kFiles;
-    if (files != !c.path.empty() || (files && (c.path[0] != '/' || c.path.find('\0') != std::string::npos))) {
+    if (files != !c.path.empty() ||
+        (files && (c.path[0] != '/' || c.path.find('\0') != std::string::npos))) {
       return Bad(absl::StrFormat("chunk %d: a path that does not fit its backing", index));
     }
     indexes.push_back(c.index);

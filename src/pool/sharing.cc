@@ -87,11 +87,11 @@ absl::StatusOr<ReceivedPool> ReceivePool(int socket, WireMessage::Kind kind) {
 }
 
 void Sharing::AddPeer(int socket) {
-  struct stat st{};
+  struct stat st {};
   if (::fstat(socket, &st) != 0) return;
   MutexLock lock(&mu_);
   for (const os::UniqueFd& p : peers_) {
-    struct stat other{};
+    struct stat other {};
     if (::fstat(p.get(), &other) == 0 && other.st_ino == st.st_ino && other.st_dev == st.st_dev) {
       return;  // the same socket: an update of the same process
     }
@@ -104,7 +104,8 @@ std::size_t Sharing::LivePeers() {
   MutexLock lock(&mu_);
   std::erase_if(peers_, [](const os::UniqueFd& p) {
     pollfd pfd{p.get(), POLLRDHUP, 0};
-    return ::poll(&pfd, 1, 0) != 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    return ::poll(&pfd, 1, 0) != 0 &&
+           (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
   });
   return peers_.size();
 }

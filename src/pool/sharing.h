@@ -42,7 +42,7 @@ absl::Status SendPool(int socket, const WireMessage& header,
                       std::span<const BlockHandle> live);
 
 struct ReceivedPool {
-  WireMessage description;  // every message's chunks and live blocks together
+  WireMessage description;        // every message's chunks and live blocks together
   std::vector<os::UniqueFd> fds;  // fds[i] is description.chunks[i]'s
 };
 // Receives what SendPool sent, of kind `kind`. kInvalidArgument when a message is not valid or

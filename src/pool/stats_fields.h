@@ -428,8 +428,8 @@ inline constexpr std::array kSharingFields = {
     Member<&SharingStats::reclaimed_live_blocks>(
         "reclaimed_live_blocks", Unit::kCount, Kind::kGauge,
         "handed-over blocks not freed yet (their chunks are held until the last is)"),
-    Member<&SharingStats::reclaimed_live_bytes>("reclaimed_live_bytes", Unit::kBytes,
-                                                Kind::kGauge, "their bytes"),
+    Member<&SharingStats::reclaimed_live_bytes>("reclaimed_live_bytes", Unit::kBytes, Kind::kGauge,
+                                                "their bytes"),
 };
 inline constexpr std::array<Section, 0> kSharingSections = {};
 

@@ -2,6 +2,8 @@
 // docs/sharing.md), on the host: memfd and tmpfs-file backings, the default (long-term pin)
 // domain and an io_uring domain. The same in the soft-RoCE guest with verbs and a peer:
 // tests/rdma/verbs_share_test.cc.
+#include "pinpool/share.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -26,7 +28,6 @@
 #include "pinpool/grant_lock.h"
 #include "pinpool/io_uring.h"
 #include "pinpool/pool.h"
-#include "pinpool/share.h"
 #include "pool/share_wire.h"
 #include "support/proc_status.h"
 #include "support/sanitizers.h"
@@ -47,7 +48,6 @@ internal::WireChunk Chunk(std::uint32_t index) {
 }
 
 long long VmPin() { return testing::ProcStatusBytes("VmPin"); }
-
 
 // A directory in /dev/shm (tmpfs) for file-backed pools, removed with what is left in it.
 struct ShmDir {
@@ -264,8 +264,9 @@ class BadShare : public ::testing::Test {
     return n;
   }
   static std::size_t OpenFds() {
-    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
-                                                  std::filesystem::directory_iterator()));
+    return static_cast<std::size_t>(
+        std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                      std::filesystem::directory_iterator()));
   }
   void ExpectRefused(UniqueFd socket, absl::StatusCode code, const std::string& says) {
     const std::size_t shared = SharedMappings(), fds = OpenFds();
@@ -542,8 +543,8 @@ TEST_P(ShareTest, AdoptRefusesOptionsThatDoNotMatchTheHandedOverPool) {
     HandedOver h = HandOverNewPool(Opts());
     PoolOptions o = Opts();
     o.budget = kChunk;  // the pool had two chunks
-    ExpectAdoptRefused(o, h.socket.get(), absl::StatusCode::kInvalidArgument,
-                       "budget must hold", dir_, 3 * files);
+    ExpectAdoptRefused(o, h.socket.get(), absl::StatusCode::kInvalidArgument, "budget must hold",
+                       dir_, 3 * files);
   }
   {
     HandedOver h = HandOverNewPool(Opts());
@@ -569,8 +570,7 @@ TEST_P(ShareTest, ASecondOwnerCannotAdoptThePool) {
   auto b = Pool::Adopt(Opts(), first.b.get());
   ASSERT_TRUE(b.ok()) << b.status();
   ExpectAdoptRefused(Opts(), second.b.get(), absl::StatusCode::kFailedPrecondition,
-                     "owned by another process", dir_,
-                     GetParam() == BackingKind::kFiles ? 2 : 0);
+                     "owned by another process", dir_, GetParam() == BackingKind::kFiles ? 2 : 0);
   ASSERT_TRUE((*b)->AwaitInitialSize(std::chrono::seconds(30)).ok());
   EXPECT_TRUE((*b)->Claim(h.live[0]).ok());
 }

@@ -75,7 +75,7 @@ TEST(ShareWire, EachFieldOutOfItsLimitsIsRefusedByName) {
   ExpectRefused(with(8, 7), 2, "version 7");
   ExpectRefused(with(10, 9), 2, "kind 9");
   ExpectRefused(with(12, 2), 2, "unknown flags");
-  ExpectRefused(with(32, 1), 2, "chunk size");        // not a power of two
+  ExpectRefused(with(32, 1), 2, "chunk size");  // not a power of two
   ExpectRefused(with(48, 3), 2, "backing 3");
   ExpectRefused(good, 3, "2 chunks described, 3 descriptors");
   WireMessage m = Sample();

@@ -30,16 +30,15 @@ namespace pinpool {
 namespace {
 
 using internal::os::UniqueFd;
-using testing::SocketPair;
 using testing::Fill;
 using testing::FirstMismatch;
 using testing::MakePool;
 using testing::RcPair;
+using testing::SocketPair;
 using testing::StatusName;
 using testing::VerbsTest;
 using Side = RcPair::Side;
 using Clock = std::chrono::steady_clock;
-
 
 PoolOptions MemfdOptions(std::vector<std::shared_ptr<Domain>> domains, std::size_t chunk,
                          std::size_t budget, std::size_t initial) {
@@ -202,7 +201,7 @@ TEST_F(VerbsWarmRestart, ThePeerReadsTheSameBytesThroughNewGrantsAfterAHandover)
       EXPECT_EQ(FirstMismatch(into.data(), kBlock, g), -1) << "before: block " << g;
     }
     EXPECT_EQ((*a)->Quiesce().code(), absl::StatusCode::kFailedPrecondition);  // grants live
-    access->reset();  // ends every grant
+    access->reset();                                                           // ends every grant
     ASSERT_TRUE((*a)->Quiesce().ok());
     // The peer's next access through an old grant fails.
     EXPECT_WC(IBV_WC_REM_ACCESS_ERR, pair->Read(Side::kB, ToSge(into), old_grants[0].remote()));
@@ -224,16 +223,18 @@ TEST_F(VerbsWarmRestart, ThePeerReadsTheSameBytesThroughNewGrantsAfterAHandover)
   ASSERT_TRUE((*b)->AwaitInitialSize(std::chrono::minutes(5)).ok());
   const auto all_registered = Clock::now();
   const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  std::printf("warm restart of %zu MiB (%zu blocks): handover %.1f ms, adopt to first block "
-              "%.1f ms, to all registered %.1f ms\n",
-              kTotal >> 20, live.size(), ms(adopt_start - handover_start),
-              ms(first_block - adopt_start), ms(all_registered - adopt_start));
+  std::printf(
+      "warm restart of %zu MiB (%zu blocks): handover %.1f ms, adopt to first block "
+      "%.1f ms, to all registered %.1f ms\n",
+      kTotal >> 20, live.size(), ms(adopt_start - handover_start), ms(first_block - adopt_start),
+      ms(all_registered - adopt_start));
 
   std::vector<Block> claimed;
   for (std::size_t i = 0; i < live.size(); ++i) {
     absl::StatusOr<Block> c = (*b)->Claim(live[i]);
     ASSERT_TRUE(c.ok()) << c.status();
-    const bool patterned = std::find(std::begin(granted), std::end(granted), i) != std::end(granted);
+    const bool patterned =
+        std::find(std::begin(granted), std::end(granted), i) != std::end(granted);
     if (!patterned) {
       ASSERT_EQ(FirstBadStamp(c->data(), kBlock, i), -1) << "block " << i;
     }
