@@ -49,6 +49,7 @@ Arena::Arena(ArenaConfig config, os::Range range)
       max_chunks_(config_.max_chunks),
       table_(new std::atomic<std::uintptr_t>[max_chunks_]),
       carved_end_(new std::atomic<std::size_t>[max_chunks_]),
+      withdrawn_(new std::atomic<bool>[max_chunks_]()),
       domain_mu_(new Mutex[config_.domains.size()]),
       register_latency_(new LatencyRecorder[config_.domains.size()]),
       deregister_latency_(new LatencyRecorder[config_.domains.size()]),
@@ -78,7 +79,7 @@ Arena::~Arena() {
   while (growing_ != 0 || trimming_ != 0) chunk_done_.Wait(&mu_);
   std::size_t chunk_bytes = 0;
   for (std::size_t i = slots_used_; i-- > 0;) {
-    if (slots_[i] != Slot::kReady) continue;
+    if (slots_[i] != Slot::kReady && slots_[i] != Slot::kGivingBack) continue;
     ChunkInfo& c = *chunks_[i];
     table_[c.index].store(kSlowFreeTag, std::memory_order_release);
     for (std::size_t d = c.domain_count; d-- > 0;) DeregisterTimed(d, c.keys[d]);
@@ -113,7 +114,7 @@ std::size_t Arena::CgroupChargePerChunk() const noexcept {
 
 absl::StatusOr<std::uint32_t> Arena::ClaimLocked() {
   const std::size_t size = config_.chunk_size;
-  const std::size_t taken = ready_ + growing_ + trimming_;
+  const std::size_t taken = ready_ + growing_ + trimming_ + withdrawn_count_;
   if (taken >= max_chunks_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the pool's budget of %s is used up (%d chunks of %s): raise PoolOptions::budget",
@@ -137,7 +138,8 @@ absl::StatusOr<std::uint32_t> Arena::ClaimLocked() {
   slots_[index] = Slot::kGrowing;
   ++growing_;
   growing_now_.store(growing_, std::memory_order_relaxed);
-  slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+  slots_taken_now_.store(ready_ + growing_ + trimming_ + withdrawn_count_,
+                         std::memory_order_relaxed);
   slots_used_ = std::max<std::size_t>(slots_used_, index + 1);
   return index;
 }
@@ -237,7 +239,8 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   chunk_done_.NotifyAll();
   if (!built.ok()) {
     slots_[index] = Slot::kEmpty;
-    slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+    slots_taken_now_.store(ready_ + growing_ + trimming_ + withdrawn_count_,
+                           std::memory_order_relaxed);
     ++growth_failures_;
     last_growth_error_ = built.status();
     return built.status();
@@ -260,7 +263,8 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   ++ready_;
   uncarved_ += c->size;
   uncarved_now_.store(uncarved_, std::memory_order_relaxed);
-  slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+  slots_taken_now_.store(ready_ + growing_ + trimming_ + withdrawn_count_,
+                         std::memory_order_relaxed);
   table_[index].store(reinterpret_cast<std::uintptr_t>(c), std::memory_order_release);
   if (why == Why::kBackground) ++growth_.background_growths;
   if (why == Why::kAllocation) ++growth_.allocation_growths;
@@ -285,7 +289,7 @@ void Arena::SetGranted(const void* p, bool granted) noexcept {
   PINPOOL_DCHECK(index < max_chunks_ && EntryChunk(table_[index].load()) != nullptr);
   if (granted) {
     table_[index].fetch_or(kSlowFreeTag, std::memory_order_release);
-  } else {
+  } else if (!withdrawn_[index].load(std::memory_order_acquire)) {  // a withdrawn chunk keeps it
     table_[index].fetch_and(~kSlowFreeTag, std::memory_order_release);
   }
 }
@@ -336,6 +340,7 @@ void Arena::ReturnChunk(const void* chunk_base) {
   MutexLock lock(&mu_);
   const std::uintptr_t index =
       (reinterpret_cast<std::uintptr_t>(chunk_base) - base_) >> chunk_shift_;
+  if (index < max_chunks_ && slots_[index] == Slot::kGivingBack) return;  // the heap forgets it
   PINPOOL_CHECK(index < max_chunks_ && slots_[index] == Slot::kReady,
                 "ReturnChunk(%p): not a ready chunk of this arena", chunk_base);
   uncarved_ += carved_[index];
@@ -385,7 +390,8 @@ absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed
     --growing_;
   }
   growing_now_.store(growing_, std::memory_order_relaxed);
-  slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+  slots_taken_now_.store(ready_ + growing_ + trimming_ + withdrawn_count_,
+                         std::memory_order_relaxed);
   chunk_done_.NotifyAll();
   *added = published;
   if (!errors.empty()) return errors.front();

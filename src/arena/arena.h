@@ -40,7 +40,8 @@
 //
 // Thread safety: ChunkOf/SameChunk/Carved/BelowWatermark are lock-free and may race with growth
 // and trim. Everything else takes `mu_` (briefly: never across a map or a registration).
-// SetGranted is called under the pool's grant lock.
+// SetGranted and BeginGiveBack are called under the pool's grant lock (so a withdrawn chunk keeps
+// its tag).
 #ifndef PINPOOL_ARENA_ARENA_H_
 #define PINPOOL_ARENA_ARENA_H_
 
@@ -215,6 +216,28 @@ class Arena {
   // stays at or above the low watermark. Returns the bytes given back.
   std::size_t Trim(std::size_t floor_bytes);
 
+  // Giving a chunk back because its backing must go (give_back.cc; docs/backing.md): in two steps,
+  // so that the caller can revoke what reaches the chunk in between. BeginGiveBack withdraws the
+  // ready chunk of slot `index`: Carve, Trim and ReturnChunk leave it alone from then on, its
+  // chunk table entry keeps kSlowFreeTag for good (SetGranted no longer clears it) and
+  // Withdrawn() is true for its addresses, forever. It stays mapped and registered until
+  // FinishGiveBack deregisters it from every domain (last first), unmaps it (a PROT_NONE
+  // reservation again) and closes its file (releasing the lease, unlinking a directory's file).
+  // The slot is never used again, so a late free of one of its blocks can never reach a new
+  // chunk: the budget has one chunk fewer. BeginGiveBack: kFailedPrecondition unless the slot
+  // holds a ready chunk (one being built, trimmed or given back already).
+  absl::Status BeginGiveBack(std::uint32_t index);
+  void FinishGiveBack(std::uint32_t index);
+  // True when `p` lies in a chunk withdrawn by BeginGiveBack (given back or being given back).
+  // Lock-free.
+  bool Withdrawn(const void* p) const noexcept {
+    const std::uintptr_t index = (reinterpret_cast<std::uintptr_t>(p) - base_) >> chunk_shift_;
+    return index < max_chunks_ && withdrawn_[index].load(std::memory_order_acquire);
+  }
+  // Slots of ready chunks whose file's lease is breaking: another process opened or truncated the
+  // file (os/lease.h). One fcntl per leased chunk.
+  std::vector<std::uint32_t> BrokenLeases() const;
+
   std::size_t chunk_size() const noexcept { return config_.chunk_size; }
   // This process's memory cgroup, as found when the arena was made (checked before each chunk).
   const os::MemoryCgroupLocation& cgroup() const noexcept { return cgroup_; }
@@ -223,7 +246,8 @@ class Arena {
   ArenaStats Stats() const;
 
  private:
-  enum class Slot : std::uint8_t { kEmpty, kGrowing, kReady, kTrimming };
+  // kGivingBack: withdrawn, still mapped and registered; kGivenBack: unmapped, never reused.
+  enum class Slot : std::uint8_t { kEmpty, kGrowing, kReady, kTrimming, kGivingBack, kGivenBack };
   // Why a chunk is added (stats).
   enum class Why : std::uint8_t { kReserve, kAllocation, kBackground };
   // A chunk built outside the lock, waiting to be published.
@@ -279,6 +303,8 @@ class Arena {
   const std::unique_ptr<std::atomic<std::uintptr_t>[]> table_;
   // carved_ again, readable without the lock (written under it).
   const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
+  // By slot: withdrawn by BeginGiveBack (Withdrawn), written under mu_.
+  const std::unique_ptr<std::atomic<bool>[]> withdrawn_;
   // Domains that did not opt into concurrent registration are called one chunk at a time.
   const std::unique_ptr<Mutex[]> domain_mu_;
   // Latency histograms, recorded lock-free where the slow work happens (util/latency.h).
@@ -302,8 +328,10 @@ class Arena {
   std::size_t ready_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t growing_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t trimming_ ABSL_GUARDED_BY(mu_) = 0;
+  std::size_t withdrawn_count_ ABSL_GUARDED_BY(mu_) = 0;  // slots kGivingBack or kGivenBack
   std::size_t uncarved_ ABSL_GUARDED_BY(mu_) = 0;
-  // Copies of growing_, ready_ + growing_ + trimming_ and uncarved_ for BelowWatermark.
+  // Copies of growing_, ready_ + growing_ + trimming_ + withdrawn_count_ and uncarved_ for
+  // BelowWatermark.
   std::atomic<std::size_t> growing_now_{0};
   std::atomic<std::size_t> slots_taken_now_{0};
   std::atomic<std::size_t> uncarved_now_{0};

@@ -51,7 +51,8 @@ std::size_t Arena::Trim(std::size_t floor_bytes) {
     placements_[i] = {};
     slots_[i] = Slot::kEmpty;
     --trimming_;
-    slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+    slots_taken_now_.store(ready_ + growing_ + trimming_ + withdrawn_count_,
+                           std::memory_order_relaxed);
     ++growth_.trims;
     growth_.trimmed_bytes += size;
     given += size;
