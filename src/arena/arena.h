@@ -290,6 +290,9 @@ class Arena {
   // hugetlb controller, not the memory one); 0 otherwise (pages come as the application touches
   // them).
   std::size_t CgroupChargePerChunk() const noexcept;
+  // Deregisters chunk `c` from every domain (last first), unmaps it (a PROT_NONE reservation
+  // again) and only then closes `file` (trim.cc); timed as a trim. No lock held.
+  void TakeDown(const ChunkInfo& c, os::ChunkFile file) ABSL_LOCKS_EXCLUDED(mu_);
   // Domain `d`'s Deregister of `keys`, timed (the caller holds domain_mu_[d] where needed).
   void DeregisterTimed(std::size_t d, const Keys& keys);
 

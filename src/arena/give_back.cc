@@ -8,8 +8,6 @@
 //
 // Thread safety: as the arena. BeginGiveBack under the pool's grant lock (see SetGranted);
 // FinishGiveBack once for each BeginGiveBack, by the thread that began it.
-#include <chrono>
-
 #include "absl/strings/str_format.h"
 #include "arena/arena.h"
 #include "os/lease.h"
@@ -45,16 +43,9 @@ void Arena::FinishGiveBack(std::uint32_t index) {
   ChunkInfo& c = *chunks_[index];
   os::ChunkFile file = std::move(files_[index]);
   mu_.Unlock();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (std::size_t d = c.domain_count; d-- > 0;) {
-    MutexLock serial(&domain_mu_[d]);
-    DeregisterTimed(d, c.keys[d]);
-  }
-  os::UnmapChunk(reinterpret_cast<void*>(c.base), size);
-  // No device and no mapping reaches the pages any more: now the lease goes (a truncate waiting
-  // for it proceeds), and the descriptor and the name.
-  file.Close();
-  trim_latency_.RecordSince(t0);
+  // The lease goes last (a truncate waiting for it proceeds): no device and no mapping reaches
+  // the pages by then.
+  TakeDown(c, std::move(file));
   mu_.Lock();
   for (std::size_t d = 0; d < c.domain_count; ++d) domain_counters_[d].registered_bytes -= size;
   table_[index].store(kSlowFreeTag, std::memory_order_release);

@@ -27,6 +27,7 @@
 
 #include "pinpool/grant_lock.h"
 #include "pinpool/pool.h"
+#include "support/fake_grant_holder.h"
 #include "support/proc_status.h"
 
 namespace pinpool {
@@ -35,20 +36,7 @@ namespace {
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 using testing::ProcStatusBytes;
 
-// A remote-access mechanism without a device: ends a revoked grant at once, or when told.
-class FakeHolder final : public GrantHolder {
- public:
-  explicit FakeHolder(bool synchronous) : synchronous_(synchronous) {}
-  void RevokeForFree(GrantLock& lock, std::uint64_t id) override {
-    revoked.push_back(id);
-    if (synchronous_) lock.End(blocks.at(id), *this, id);
-  }
-  std::vector<std::uint64_t> revoked;
-  std::map<std::uint64_t, void*> blocks;
-
- private:
-  const bool synchronous_;
-};
+using FakeHolder = testing::FakeGrantHolder;
 
 std::string MakeDir() {
   char tmpl[] = "/dev/shm/pinpool-takeback-XXXXXX";
@@ -82,14 +70,15 @@ bool Accessible(const void* p) {
   return ok;
 }
 
-std::unique_ptr<Pool> FilePool(const std::string& dir) {
+// 2 MiB chunks of 4 KiB pages on the default long-term pin domain, `chunks` of them mapped.
+std::unique_ptr<Pool> MakePool(BackingKind kind, std::size_t chunks, const std::string& dir = "") {
   PoolOptions o;
-  o.backing.kind = BackingKind::kFiles;
+  o.backing.kind = kind;
   o.backing.directory = dir;
   o.page_size = PageSize::k4K;
   o.chunk_size = 2 * kMiB;
   o.budget = 8 * kMiB;
-  o.initial_size = 4 * kMiB;
+  o.initial_size = chunks * 2 * kMiB;
   auto pool = Pool::Create(o);
   EXPECT_TRUE(pool.ok()) << pool.status();
   return pool.ok() ? std::move(*pool) : nullptr;
@@ -108,7 +97,7 @@ std::vector<Block> BlocksInTwoChunks(Pool& pool) {
 TEST(TakeBackTest, AnotherProcessTruncatingAChunkFileGetsItOnlyAfterItIsGivenBack) {
   const std::string dir = MakeDir();
   ASSERT_FALSE(dir.empty());
-  auto pool = FilePool(dir);
+  auto pool = MakePool(BackingKind::kFiles, 2, dir);
   ASSERT_NE(pool, nullptr);
   ASSERT_EQ(FilesIn(dir), 2u);
   const long long pinned_before = ProcStatusBytes("VmPin");
@@ -203,15 +192,9 @@ TEST(TakeBackTest, AnotherProcessTruncatingAChunkFileGetsItOnlyAfterItIsGivenBac
 }
 
 TEST(TakeBackTest, AMemfdChunkRefusesAnotherProcessesTruncateAndThePoolIsUntouched) {
-  PoolOptions o;
-  o.backing.kind = BackingKind::kMemfd;
-  o.page_size = PageSize::k4K;
-  o.chunk_size = 2 * kMiB;
-  o.budget = 4 * kMiB;
-  o.initial_size = 2 * kMiB;
-  auto pool = Pool::Create(o);
-  ASSERT_TRUE(pool.ok()) << pool.status();
-  const Block b = (*pool)->Allocate(4096);
+  auto pool = MakePool(BackingKind::kMemfd, 1);
+  ASSERT_NE(pool, nullptr);
+  const Block b = pool->Allocate(4096);
   ASSERT_TRUE(b);
   std::memset(b.data(), 'M', b.size());
   // The chunk's memfd, as another process of this user (or root) can reach it.
@@ -235,22 +218,17 @@ TEST(TakeBackTest, AMemfdChunkRefusesAnotherProcessesTruncateAndThePoolIsUntouch
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a truncate was not refused";
-  EXPECT_EQ((*pool)->GetStats().chunks_given_back, 0u);
-  EXPECT_EQ((*pool)->GetStats().chunks.size(), 1u);
-  EXPECT_TRUE((*pool)->TakeLostChunks().empty());
+  EXPECT_EQ(pool->GetStats().chunks_given_back, 0u);
+  EXPECT_EQ(pool->GetStats().chunks.size(), 1u);
+  EXPECT_TRUE(pool->TakeLostChunks().empty());
   for (std::size_t i = 0; i < b.size(); ++i) ASSERT_EQ(static_cast<char*>(b.data())[i], 'M');
-  (*pool)->Deallocate(b);
+  pool->Deallocate(b);
 }
 
 TEST(TakeBackTest, GiveBackWaitsForUnconfirmedGrantsAndFinishesOnALaterCall) {
-  PoolOptions o;
-  o.page_size = PageSize::k4K;
-  o.chunk_size = 2 * kMiB;
-  o.budget = 8 * kMiB;
-  o.initial_size = 4 * kMiB;
-  auto created = Pool::Create(o);
-  ASSERT_TRUE(created.ok()) << created.status();
-  Pool& pool = **created;
+  auto created = MakePool(BackingKind::kAnonymous, 2);
+  ASSERT_NE(created, nullptr);
+  Pool& pool = *created;
   std::vector<Block> blocks = BlocksInTwoChunks(pool);
   const Block& doomed = blocks[0];
   FakeHolder holder(/*synchronous=*/false);
