@@ -1,9 +1,10 @@
 // Taking memory back (Pool::GiveBack, the lease on a chunk's file; docs/backing.md, "Taking
-// memory back"), on the host's real kernel with the default long-term pin domain: a memfd chunk
-// refuses another process's truncate by construction (seals: EPERM) and the pool is untouched; a
-// tmpfs file chunk holding a granted block is given back within the lease-break time when another
-// process truncates its file: its grant revoked and confirmed, deregistered (VmPin drops),
-// unmapped, its file gone, the application told which blocks it lost, the other chunk intact,
+// memory back"), on the host's real kernel with the long-term pin and io_uring domains: a memfd
+// chunk refuses another process's truncate by construction (seals: EPERM) and the pool is
+// untouched; a tmpfs file chunk holding a granted block is given back within the lease-break time
+// when another process truncates its file: its grant revoked and confirmed, deregistered (VmPin
+// drops), unmapped, its file gone, io_uring's next access through its fixed buffer fails, the
+// application told which blocks it lost, the other chunk intact,
 // and the truncate then completes. GiveBack by the application waits for unconfirmed grants and
 // finishes on a later call; bad input is refused; frees of lost blocks are accepted.
 #include <dirent.h>
@@ -26,8 +27,10 @@
 #include <vector>
 
 #include "pinpool/grant_lock.h"
+#include "pinpool/io_uring.h"
 #include "pinpool/pool.h"
 #include "support/fake_grant_holder.h"
+#include "support/fixed_io.h"
 #include "support/proc_status.h"
 
 namespace pinpool {
@@ -37,6 +40,8 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 using testing::ProcStatusBytes;
 
 using FakeHolder = testing::FakeGrantHolder;
+using testing::FixedIo;
+using testing::ScratchFile;
 
 std::string MakeDir() {
   char tmpl[] = "/dev/shm/pinpool-takeback-XXXXXX";
@@ -70,9 +75,12 @@ bool Accessible(const void* p) {
   return ok;
 }
 
-// 2 MiB chunks of 4 KiB pages on the default long-term pin domain, `chunks` of them mapped.
-std::unique_ptr<Pool> MakePool(BackingKind kind, std::size_t chunks, const std::string& dir = "") {
+// 2 MiB chunks of 4 KiB pages, `chunks` of them mapped, on `domains` (none: the default
+// long-term pin domain).
+std::unique_ptr<Pool> MakePool(BackingKind kind, std::size_t chunks, const std::string& dir = "",
+                               std::vector<std::shared_ptr<Domain>> domains = {}) {
   PoolOptions o;
+  o.domains = std::move(domains);
   o.backing.kind = kind;
   o.backing.directory = dir;
   o.page_size = PageSize::k4K;
@@ -97,8 +105,15 @@ std::vector<Block> BlocksInTwoChunks(Pool& pool) {
 TEST(TakeBackTest, AnotherProcessTruncatingAChunkFileGetsItOnlyAfterItIsGivenBack) {
   const std::string dir = MakeDir();
   ASSERT_FALSE(dir.empty());
-  auto pool = MakePool(BackingKind::kFiles, 2, dir);
+  // The long-term pin domain and an io_uring ring whose fixed buffers the test uses.
+  auto pin = MakeLongTermPinDomain();
+  ASSERT_TRUE(pin.ok()) << pin.status();
+  auto ring = IoUringDomain::Create(8);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  auto pool = MakePool(BackingKind::kFiles, 2, dir, {*pin, *ring});
   ASSERT_NE(pool, nullptr);
+  ScratchFile scratch("pinpool_take_back_test");
+  ASSERT_GE(scratch.fd(), 0) << "no non-tmpfs directory for a scratch file";
   ASSERT_EQ(FilesIn(dir), 2u);
   const long long pinned_before = ProcStatusBytes("VmPin");
   std::vector<Block> blocks = BlocksInTwoChunks(*pool);
@@ -107,6 +122,8 @@ TEST(TakeBackTest, AnotherProcessTruncatingAChunkFileGetsItOnlyAfterItIsGivenBac
   const Block& doomed = blocks[0];
   const Block& kept = blocks[1];
   std::memset(kept.data(), 'K', kept.size());
+  ASSERT_EQ(FixedIo((*ring)->ring(), true, scratch.fd(), doomed, 1, 0),
+            static_cast<int>(doomed.size()));
   // A grant reaches the doomed block; a second block of its chunk was freed (not lost).
   FakeHolder holder(/*synchronous=*/true);
   {
@@ -164,12 +181,17 @@ TEST(TakeBackTest, AnotherProcessTruncatingAChunkFileGetsItOnlyAfterItIsGivenBac
   EXPECT_FALSE(Accessible(doomed.data()));
   EXPECT_FALSE(pool->Contains(doomed.data()));
   EXPECT_EQ(FilesIn(dir), 1u);
-  EXPECT_EQ(ProcStatusBytes("VmPin"), pinned_before - static_cast<long long>(2 * kMiB));
+  // Both domains pin it (io_uring fixed buffers are long-term pins too).
+  EXPECT_EQ(ProcStatusBytes("VmPin"), pinned_before - static_cast<long long>(2 * 2 * kMiB));
   const PoolStats stats = pool->GetStats();
   EXPECT_EQ(stats.chunks.size(), 1u);
   EXPECT_EQ(stats.chunks_given_back, 1u);
   EXPECT_EQ(stats.lost_blocks, lost_expected.size());
   for (std::size_t i = 0; i < kept.size(); ++i) ASSERT_EQ(static_cast<char*>(kept.data())[i], 'K');
+  // The device's next access through the chunk's registration fails; the other chunk's works.
+  EXPECT_LT(FixedIo((*ring)->ring(), true, scratch.fd(), doomed, 1, 0), 0);
+  EXPECT_EQ(FixedIo((*ring)->ring(), true, scratch.fd(), kept, 1, 0),
+            static_cast<int>(kept.size()));
   // Lost blocks: frees accepted and ignored; nothing of the chunk is handed out again.
   pool->Deallocate(doomed);
   EXPECT_EQ(pool->GetStats().lost_block_frees, 1u);
