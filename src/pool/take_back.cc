@@ -35,7 +35,7 @@ absl::Status Pool::GiveBack(const void* address, std::chrono::nanoseconds timeou
 absl::Status Pool::GiveBackChunk(std::uint32_t index, const char* reason,
                                  std::chrono::nanoseconds timeout) {
   internal::TakeBack& t = *take_back_;
-  internal::MutexLock give(&t.mu);
+  internal::MutexLock give(&t.give_mu);
   const std::uintptr_t base = range_base_ + (std::uintptr_t{index} << chunk_shift_);
   auto it = t.pending.find(index);
   if (it == t.pending.end()) {
@@ -93,6 +93,7 @@ absl::Status Pool::GiveBackChunk(std::uint32_t index, const char* reason,
                    .reason = std::move(it->second.reason),
                    .blocks = std::move(it->second.lost)};
   t.pending.erase(it);
+  internal::MutexLock lock(&t.mu);
   ++t.chunks_given_back;
   t.lost_blocks += report.blocks.size();
   for (const LostBlock& b : report.blocks) t.lost_bytes += b.size;
@@ -112,7 +113,7 @@ void Pool::TakeBackBrokenLeases() {
   constexpr auto kWait = std::chrono::milliseconds(20);
   std::vector<std::uint32_t> chunks = arena_->BrokenLeases();
   {
-    internal::MutexLock lock(&take_back_->mu);
+    internal::MutexLock lock(&take_back_->give_mu);
     for (const auto& [index, pending] : take_back_->pending) chunks.push_back(index);
   }
   for (const std::uint32_t index : chunks) {

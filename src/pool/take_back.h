@@ -8,8 +8,10 @@
 // (withdrawn: nothing is handed out from it, its frees are ignored), to be finished by a later
 // call or the background work.
 //
-// Thread safety: `mu` serializes give backs (one at a time per pool) and guards the rest but
-// lost_block_frees, which the free path counts lock-free.
+// Thread safety: `give_mu` serializes give backs (one at a time per pool, held while one waits
+// for revocations) and guards `pending`; `mu`, held briefly, guards the reports and the counters
+// (so GetStats and TakeLostChunks never wait for a give back); lost_block_frees is counted
+// lock-free by the free path. Lock order: give_mu, then the grant lock, then mu.
 #ifndef PINPOOL_POOL_TAKE_BACK_H_
 #define PINPOOL_POOL_TAKE_BACK_H_
 
@@ -31,8 +33,9 @@ struct TakeBack {
     bool forgotten = false;       // the heap has forgotten the chunk (lost is complete)
     std::vector<LostBlock> lost;  // its live blocks, as the heap found them
   };
+  Mutex give_mu;
+  std::map<std::uint32_t, Pending> pending ABSL_GUARDED_BY(give_mu);  // withdrawn, not unmapped
   Mutex mu;
-  std::map<std::uint32_t, Pending> pending ABSL_GUARDED_BY(mu);  // withdrawn, not yet unmapped
   std::vector<LostChunk> reports ABSL_GUARDED_BY(mu);            // for Pool::TakeLostChunks
   std::uint64_t chunks_given_back ABSL_GUARDED_BY(mu) = 0;
   std::uint64_t lost_blocks ABSL_GUARDED_BY(mu) = 0;
