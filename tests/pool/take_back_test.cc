@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -286,6 +287,69 @@ TEST(TakeBackTest, GiveBackWaitsForUnconfirmedGrantsAndFinishesOnALaterCall) {
     GrantLock lock(pool);
     lock.RemoveHolder();
   }
+}
+
+// Stress (TSan in the tsan preset): threads allocate and free blocks of every size on every chunk
+// (never touching their bytes: a block lost with its chunk faults) while a chunk is given back
+// under them. Once GiveBack has returned, no allocation hands out a block of that chunk; frees
+// of its blocks, before and after, are accepted; the lost blocks reported are blocks the threads
+// held at the time.
+TEST(TakeBackTest, GivingBackAChunkWhileOtherThreadsAllocateAndFreeIsSafe) {
+  auto pool = MakePool(BackingKind::kAnonymous, 4);
+  ASSERT_NE(pool, nullptr);
+  std::atomic<std::uintptr_t> gone{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> from_gone{0};
+  constexpr int kThreads = 3;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<void*>> ever(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<Block> held;
+      std::uint64_t x = 88172645463325252ull + t;
+      while (!stop.load(std::memory_order_relaxed)) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        const std::uintptr_t gone_now = gone.load(std::memory_order_acquire);
+        if (held.size() < 64 && (x & 3) != 0) {
+          const Block b = pool->Allocate(std::size_t{16} << (x >> 8) % 15);  // 16 B .. 256 KiB
+          if (!b) continue;
+          const auto base = reinterpret_cast<std::uintptr_t>(b.data()) & ~(2 * kMiB - 1);
+          if (gone_now != 0 && base == gone_now) from_gone.fetch_add(1);
+          ever[t].push_back(b.data());
+          held.push_back(b);
+        } else if (!held.empty()) {
+          const std::size_t k = (x >> 20) % held.size();
+          pool->Deallocate(held[k]);
+          held[k] = held.back();
+          held.pop_back();
+        }
+      }
+      for (const Block& b : held) pool->Deallocate(b);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const PoolStats before = pool->GetStats();
+  ASSERT_GE(before.chunks.size(), 2u);
+  const ChunkStats& doomed = before.chunks[before.chunks.size() / 2];
+  ASSERT_TRUE(pool->GiveBack(reinterpret_cast<void*>(doomed.base)).ok());
+  gone.store(doomed.base, std::memory_order_release);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(from_gone.load(), 0) << "a block of the chunk given back was handed out again";
+  const std::vector<LostChunk> lost = pool->TakeLostChunks();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].base, doomed.base);
+  for (const LostBlock& b : lost[0].blocks) {
+    bool handed_out = false;
+    for (const auto& v : ever) handed_out |= std::find(v.begin(), v.end(), b.data) != v.end();
+    EXPECT_TRUE(handed_out) << b.data << " was never allocated";
+  }
+  const PoolStats after = pool->GetStats();
+  EXPECT_EQ(after.chunks_given_back, 1u);
+  EXPECT_EQ(after.live_bytes, 0u) << "the blocks the threads freed came back";
 }
 
 }  // namespace
