@@ -3,9 +3,10 @@
 // At creation it reserves one virtual range of budget bytes aligned to the chunk size, so that
 // `address -> chunk -> keys` is a subtraction, a shift and one acquire load (ChunkOf), with no
 // lock. The range is cut into slots, one per chunk of the budget; a slot is empty, growing (a
-// thread is mapping and registering its chunk), ready (published), or trimming (being given
-// back). It knows its own configuration (ArenaConfig) and reports its own figures (ArenaStats);
-// the pool validates the user's options and turns these into its public types.
+// thread is mapping and registering its chunk), ready (published), trimming (being given
+// back idle), or withdrawn because its backing must go (give_back.cc: being given back, then
+// given back for good). It knows its own configuration (ArenaConfig) and reports its own figures
+// (ArenaStats); the pool validates the user's options and turns these into its public types.
 //
 // Growth of one chunk is three steps: claim a slot under `mu_` (budget, RLIMIT_MEMLOCK and the
 // memory cgroup's headroom checked for it and every chunk already in flight: past the cgroup's

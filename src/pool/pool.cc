@@ -406,6 +406,7 @@ PoolStats Pool::GetStats() const {
     stats.lost_bytes = take_back_->lost_bytes;
   }
   stats.lost_block_frees = take_back_->lost_block_frees.load(std::memory_order_relaxed);
+  stats.growths += stats.chunks_given_back;  // added once, gone neither by growth nor by trim
   // Every class's heap: the default one and each named class's.
   internal::Heap::Counts counts = heap_->GetCounts();
   std::size_t thread_caches = heap_->ThreadCacheCount();
