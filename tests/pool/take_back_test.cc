@@ -290,6 +290,40 @@ TEST(TakeBackTest, GiveBackWaitsForUnconfirmedGrantsAndFinishesOnALaterCall) {
   }
 }
 
+// A named buffer class's chunk (docs/classes.md): the class's own heap forgets it and its live
+// blocks are reported; the class keeps allocating from its other chunks, and the chunk given back
+// stays counted as the class's (its cap, like the budget, has one chunk fewer).
+TEST(TakeBackTest, AChunkOfANamedClassIsForgottenByThatClasssHeap) {
+  PoolOptions o;
+  o.page_size = PageSize::k4K;
+  o.chunk_size = 2 * kMiB;
+  o.budget = 8 * kMiB;
+  o.classes = {{.name = "rx", .reserved = 4 * kMiB, .cap = 6 * kMiB}};
+  auto created = Pool::Create(o);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Pool& pool = **created;
+  const ClassId rx = pool.ClassOf("rx").value();
+  const Block a = pool.Allocate(rx, 4096), b = pool.Allocate(rx, 4096);
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(a.chunk().index, b.chunk().index);
+  pool.Deallocate(b);
+  ASSERT_TRUE(pool.GiveBack(a.data()).ok());
+  const std::vector<LostChunk> lost = pool.TakeLostChunks();
+  ASSERT_EQ(lost.size(), 1u);
+  ASSERT_EQ(lost[0].blocks.size(), 1u);
+  EXPECT_EQ(lost[0].blocks[0].data, a.data());
+  pool.Deallocate(a);  // ignored
+  // The class grows into other chunks; two more fit under its cap of three.
+  std::vector<Block> more;
+  for (int i = 0; i < 2; ++i) {
+    more.push_back(pool.Allocate(rx, 1536 * kKiB));
+    ASSERT_TRUE(more.back()) << i;
+    EXPECT_NE(more.back().chunk().index, a.chunk().index);
+  }
+  EXPECT_FALSE(pool.Allocate(rx, 1536 * kKiB)) << "the class's cap has one chunk fewer";
+  for (const Block& m : more) pool.Deallocate(m);
+}
+
 // Stress (TSan in the tsan preset): threads allocate and free blocks of every size on every chunk
 // (never touching their bytes: a block lost with its chunk faults) while a chunk is given back
 // under them. Once GiveBack has returned, no allocation hands out a block of that chunk; frees
