@@ -236,8 +236,10 @@ class Arena {
     return index < max_chunks_ && withdrawn_[index].load(std::memory_order_acquire);
   }
   // Slots of ready chunks whose file's lease is breaking: another process opened or truncated the
-  // file (os/lease.h). One fcntl per leased chunk.
-  std::vector<std::uint32_t> BrokenLeases() const;
+  // file (os/lease.h). Checks at most `max_checks` leased chunks (one fcntl each, under the lock),
+  // round robin from where the last call stopped, so a caller that polls bounds both its cost
+  // and how long it holds the lock, and still sees every chunk in turn.
+  std::vector<std::uint32_t> BrokenLeases(std::size_t max_checks = SIZE_MAX);
 
   std::size_t chunk_size() const noexcept { return config_.chunk_size; }
   // This process's memory cgroup, as found when the arena was made (checked before each chunk).
@@ -333,6 +335,7 @@ class Arena {
   std::size_t growing_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t trimming_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t withdrawn_count_ ABSL_GUARDED_BY(mu_) = 0;  // slots kGivingBack or kGivenBack
+  std::size_t lease_cursor_ ABSL_GUARDED_BY(mu_) = 0;     // where BrokenLeases goes on
   std::size_t uncarved_ ABSL_GUARDED_BY(mu_) = 0;
   // Copies of growing_, ready_ + growing_ + trimming_ + withdrawn_count_ and uncarved_ for
   // BelowWatermark.

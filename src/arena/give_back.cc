@@ -55,13 +55,16 @@ void Arena::FinishGiveBack(std::uint32_t index) {
   chunk_done_.NotifyAll();
 }
 
-std::vector<std::uint32_t> Arena::BrokenLeases() const {
+std::vector<std::uint32_t> Arena::BrokenLeases(std::size_t max_checks) {
   std::vector<std::uint32_t> broken;
   MutexLock lock(&mu_);
-  for (std::size_t i = 0; i < slots_used_; ++i) {
-    if (slots_[i] == Slot::kReady && files_[i].leased() && !os::LeaseHeld(files_[i].fd())) {
-      broken.push_back(static_cast<std::uint32_t>(i));
-    }
+  std::size_t checks = 0;
+  for (std::size_t n = 0; n < slots_used_ && checks < max_checks; ++n) {
+    const std::size_t i = lease_cursor_;
+    lease_cursor_ = i + 1 < slots_used_ ? i + 1 : 0;
+    if (slots_[i] != Slot::kReady || !files_[i].leased()) continue;
+    ++checks;
+    if (!os::LeaseHeld(files_[i].fd())) broken.push_back(static_cast<std::uint32_t>(i));
   }
   return broken;
 }

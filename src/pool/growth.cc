@@ -16,8 +16,9 @@
 namespace pinpool {
 
 namespace {
-// How often the background work checks the leases on the chunks' files (one fcntl per chunk): a
-// breaker waits this long at most before its chunk is being given back.
+// How often the background work checks the leases on the chunks' files (up to 128 of them per
+// pass, Pool::TakeBackBrokenLeases): a breaker waits this long at most, in a pool of up to 128
+// file chunks, before its chunk is being given back.
 constexpr std::chrono::milliseconds kLeaseCheckInterval{10};
 }  // namespace
 

@@ -2,7 +2,8 @@
 // trimmed or handed back by the heap, its chunk table entry keeps the slow-free tag whatever the
 // grants do, and once finished it is deregistered and a PROT_NONE reservation again, with its
 // slot never reused (the budget has one chunk fewer); what is not a ready chunk is refused; a
-// chunk whose file another process opens shows in BrokenLeases, and FinishGiveBack lets that
+// chunk whose file another process opens shows in BrokenLeases (which checks a bounded number of
+// chunks per call, round robin), and FinishGiveBack lets that
 // process through (lease released, file unlinked).
 #include <dirent.h>
 #include <fcntl.h>
@@ -98,6 +99,11 @@ TEST(GiveBack, BrokenLeasesNamesTheChunkWhoseFileAnotherProcessOpenedAndFinishLe
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_EQ(broken, std::vector<std::uint32_t>{1});
+  // One check per call: round robin, each chunk in turn.
+  const std::vector<std::uint32_t> first = arena->BrokenLeases(1);
+  const std::vector<std::uint32_t> second = arena->BrokenLeases(1);
+  EXPECT_EQ(first.size() + second.size(), 1u);
+  EXPECT_EQ(first.empty() ? second : first, std::vector<std::uint32_t>{1});
   ASSERT_TRUE(arena->BeginGiveBack(1).ok());
   EXPECT_TRUE(arena->BrokenLeases().empty()) << "a withdrawn chunk is not named again";
   int status = 0;
