@@ -30,6 +30,7 @@
 #include "pinpool/grant_lock.h"
 #include "pinpool/io_uring.h"
 #include "pinpool/pool.h"
+#include "support/counting_domain.h"
 #include "support/fake_grant_holder.h"
 #include "support/fixed_io.h"
 #include "support/proc_status.h"
@@ -288,6 +289,30 @@ TEST(TakeBackTest, GiveBackWaitsForUnconfirmedGrantsAndFinishesOnALaterCall) {
     GrantLock lock(pool);
     lock.RemoveHolder();
   }
+}
+
+// A pool destroyed while a give back waits for a revocation deregisters that chunk with the
+// others: no registration left behind.
+TEST(TakeBackTest, APoolDestroyedWithAGiveBackPendingLeavesNothingRegistered) {
+  auto d = std::make_shared<testing::CountingDomain>();
+  auto pool = MakePool(BackingKind::kAnonymous, 2, "", {d});
+  ASSERT_NE(pool, nullptr);
+  const Block b = pool->Allocate(4096);
+  FakeHolder holder(/*synchronous=*/false);
+  {
+    GrantLock lock(*pool);
+    lock.AddHolder();
+    lock.Begin(b, holder, 1);
+  }
+  EXPECT_EQ(pool->GiveBack(b.data(), std::chrono::milliseconds(5)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(d->live_registrations(), 2u) << "deregistered before its grant's end was confirmed";
+  {
+    GrantLock lock(*pool);
+    lock.RemoveHolder();  // its grant never confirmed
+  }
+  pool.reset();
+  EXPECT_EQ(d->live_registrations(), 0u);
 }
 
 // A named buffer class's chunk (docs/classes.md): the class's own heap forgets it and its live
