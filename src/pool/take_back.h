@@ -36,7 +36,7 @@ struct TakeBack {
   Mutex give_mu;
   std::map<std::uint32_t, Pending> pending ABSL_GUARDED_BY(give_mu);  // withdrawn, not unmapped
   Mutex mu;
-  std::vector<LostChunk> reports ABSL_GUARDED_BY(mu);            // for Pool::TakeLostChunks
+  std::vector<LostChunk> reports ABSL_GUARDED_BY(mu);  // for Pool::TakeLostChunks
   std::uint64_t chunks_given_back ABSL_GUARDED_BY(mu) = 0;
   std::uint64_t lost_blocks ABSL_GUARDED_BY(mu) = 0;
   std::uint64_t lost_bytes ABSL_GUARDED_BY(mu) = 0;
