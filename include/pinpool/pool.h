@@ -48,6 +48,7 @@
 #include "pinpool/options.h"
 #include "pinpool/share.h"
 #include "pinpool/stats.h"
+#include "pinpool/take_back.h"
 
 namespace pinpool {
 
@@ -61,6 +62,7 @@ struct PoolMetrics;
 class PoolClasses;
 class Sharing;
 struct Handover;
+struct TakeBack;
 }  // namespace internal
 
 class GrantLock;
@@ -215,6 +217,27 @@ class PINPOOL_EXPORT Pool {
   // it periodically.
   std::size_t Trim(std::size_t floor_bytes = 0);
 
+  // Gives back the chunk holding `address` because its backing must go (docs/backing.md, "Taking
+  // memory back"); the background work does the same by itself when another process opens or
+  // truncates the file of a chunk in PoolOptions::backing's directory. In order: the chunk is
+  // withdrawn (nothing is handed out from it again, frees of its blocks are ignored), every grant
+  // on its blocks is revoked through its holder, the heap forgets it, and once every revocation
+  // is confirmed it is deregistered from every domain, unmapped and its file closed; then
+  // TakeLostChunks reports it, with its blocks that were live. Its slot is never used again: the
+  // budget has one chunk fewer (so a late free of a lost block can never reach another block).
+  // Returns OK when the chunk is given back. kDeadlineExceeded when grants on it are still
+  // being revoked after `timeout` (a verbs window's invalidation completes when the application
+  // polls its completions): the chunk stays withdrawn and mapped, and a later GiveBack of it, or
+  // the background work, finishes it. kInvalidArgument when `address` is not in a chunk of the
+  // pool; kFailedPrecondition when its chunk is being added or trimmed, or other threads' caches
+  // cannot be emptied (no membarrier: the chunk is then withdrawn but stays mapped).
+  absl::Status GiveBack(const void* address,
+                        std::chrono::nanoseconds timeout = std::chrono::seconds(1));
+  // The chunks given back since the last call (pinpool/take_back.h: each with the live blocks it
+  // held). Poll it after GiveBack, and from time to time when chunks are files another process
+  // could open (or when PoolStats::chunks_given_back moves).
+  std::vector<LostChunk> TakeLostChunks();
+
   PoolStats GetStats() const;
   // Serves the pool's metrics to other processes: a Unix socket at `socket_path` (mode 0600,
   // removed when serving stops) answers each connection with GetStats().ToOpenMetrics() and
@@ -329,6 +352,10 @@ class PINPOOL_EXPORT Pool {
     return fast_v1::TryPush(heap_id_, secret_, page_table_[chunk],
                             (off >> fast_v1::kPageShift) & page_mask_, data, size);
   }
+  // GiveBack of chunk `index` (pool/take_back.cc), and the background work's lease check.
+  PINPOOL_NO_EXPORT absl::Status GiveBackChunk(std::uint32_t index, const char* reason,
+                                               std::chrono::nanoseconds timeout);
+  PINPOOL_NO_EXPORT void TakeBackBrokenLeases();
   // Aborts, naming `what`, if the pool has been destroyed (and its memory not yet reused).
   PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
   // The background thread (low watermark, trim policy), as the options ask (pool/growth.cc).
@@ -374,6 +401,8 @@ class PINPOOL_EXPORT Pool {
   std::unique_ptr<internal::Sharing> sharing_;
   const std::uint64_t* class_heap_ids_ = &heap_id_;
   std::uint32_t class_count_ = 1;
+  // Chunks being given back, and what the application is told (pool/take_back.h).
+  std::unique_ptr<internal::TakeBack> take_back_;
 };
 
 }  // namespace pinpool

@@ -217,7 +217,14 @@ struct PINPOOL_EXPORT PoolStats {
   std::uint64_t cache_drains = 0;              // times every cache was drained for an allocation
   std::uint64_t growths = 0;                   // chunks added, ever (trimmed ones too)
   std::uint64_t growth_failures = 0;           // attempts to add a chunk that failed
-  std::size_t memlock_limit = 0;               // RLIMIT_MEMLOCK soft limit; SIZE_MAX when unlimited
+  // Chunks given back because their backing had to go (Pool::GiveBack, a broken file lease:
+  // docs/backing.md), the live blocks lost with them, and frees of lost blocks since (accepted,
+  // ignored).
+  std::uint64_t chunks_given_back = 0;
+  std::uint64_t lost_blocks = 0;
+  std::uint64_t lost_bytes = 0;
+  std::uint64_t lost_block_frees = 0;
+  std::size_t memlock_limit = 0;  // RLIMIT_MEMLOCK soft limit; SIZE_MAX when unlimited
   // The whole process's counters now, all pools and anything else in it: VmPin (long-term pins:
   // the default domain, io_uring buffers, RDMA regions) and VmLck (mlock).
   std::size_t process_pinned_bytes = 0;

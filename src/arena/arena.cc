@@ -49,6 +49,7 @@ Arena::Arena(ArenaConfig config, os::Range range)
       max_chunks_(config_.max_chunks),
       table_(new std::atomic<std::uintptr_t>[max_chunks_]),
       carved_end_(new std::atomic<std::size_t>[max_chunks_]),
+      withdrawn_(new std::atomic<bool>[max_chunks_]()),
       domain_mu_(new Mutex[config_.domains.size()]),
       register_latency_(new LatencyRecorder[config_.domains.size()]),
       deregister_latency_(new LatencyRecorder[config_.domains.size()]),
@@ -87,7 +88,7 @@ Arena::~Arena() {
   while (growing_ != 0 || trimming_ != 0) chunk_done_.Wait(&mu_);
   std::size_t chunk_bytes = 0;
   for (std::size_t i = slots_used_; i-- > 0;) {
-    if (slots_[i] != Slot::kReady) continue;
+    if (slots_[i] != Slot::kReady && slots_[i] != Slot::kGivingBack) continue;
     ChunkInfo& c = *chunks_[i];
     table_[c.index].store(kSlowFreeTag, std::memory_order_release);
     if (!registrations_ended_) {  // else Quiesce deregistered it
@@ -134,7 +135,7 @@ absl::StatusOr<std::uint32_t> Arena::ClaimLocked(std::optional<std::uint32_t> wa
         *want >= max_chunks_ ? absl::StrFormat("the budget has %d chunks", max_chunks_)
                              : std::string("its slot is taken")));
   }
-  const std::size_t taken = ready_ + growing_ + trimming_;
+  const std::size_t taken = SlotsTakenLocked();
   if (taken >= max_chunks_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the pool's budget of %s is used up (%d chunks of %s): raise PoolOptions::budget",
@@ -158,7 +159,7 @@ absl::StatusOr<std::uint32_t> Arena::ClaimLocked(std::optional<std::uint32_t> wa
   slots_[index] = Slot::kGrowing;
   ++growing_;
   growing_now_.store(growing_, std::memory_order_relaxed);
-  slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+  slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
   slots_used_ = std::max<std::size_t>(slots_used_, index + 1);
   return index;
 }
@@ -271,7 +272,7 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   chunk_done_.NotifyAll();
   if (!built.ok()) {
     slots_[index] = Slot::kEmpty;
-    slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+    slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
     ++growth_failures_;
     last_growth_error_ = built.status();
     return built.status();
@@ -294,7 +295,7 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   ++ready_;
   uncarved_ += c->size - carved_[index];
   uncarved_now_.store(uncarved_, std::memory_order_relaxed);
-  slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+  slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
   table_[index].store(reinterpret_cast<std::uintptr_t>(c), std::memory_order_release);
   if (why == Why::kBackground) ++growth_.background_growths;
   if (why == Why::kAllocation) ++growth_.allocation_growths;
@@ -319,7 +320,7 @@ void Arena::SetGranted(const void* p, bool granted) noexcept {
   PINPOOL_DCHECK(index < max_chunks_ && EntryChunk(table_[index].load()) != nullptr);
   if (granted) {
     table_[index].fetch_or(kSlowFreeTag, std::memory_order_release);
-  } else {
+  } else if (!withdrawn_[index].load(std::memory_order_acquire)) {  // a withdrawn chunk keeps it
     table_[index].fetch_and(~kSlowFreeTag, std::memory_order_release);
   }
 }
@@ -371,6 +372,7 @@ void Arena::ReturnChunk(const void* chunk_base) {
   MutexLock lock(&mu_);
   const std::uintptr_t index =
       (reinterpret_cast<std::uintptr_t>(chunk_base) - base_) >> chunk_shift_;
+  if (index < max_chunks_ && slots_[index] == Slot::kGivingBack) return;  // the heap forgets it
   PINPOOL_CHECK(index < max_chunks_ && slots_[index] == Slot::kReady,
                 "ReturnChunk(%p): not a ready chunk of this arena", chunk_base);
   uncarved_ += carved_[index];
@@ -423,7 +425,7 @@ absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed
     adopting_[claimed[i]].Disown();  // an adoption never built: its data keeps its name
   }
   growing_now_.store(growing_, std::memory_order_relaxed);
-  slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+  slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
   chunk_done_.NotifyAll();
   *added = published;
   if (!errors.empty()) return errors.front();

@@ -3,9 +3,10 @@
 // At creation it reserves one virtual range of budget bytes aligned to the chunk size, so that
 // `address -> chunk -> keys` is a subtraction, a shift and one acquire load (ChunkOf), with no
 // lock. The range is cut into slots, one per chunk of the budget; a slot is empty, growing (a
-// thread is mapping and registering its chunk), ready (published), or trimming (being given
-// back). It knows its own configuration (ArenaConfig) and reports its own figures (ArenaStats);
-// the pool validates the user's options and turns these into its public types.
+// thread is mapping and registering its chunk), ready (published), trimming (being given
+// back idle), or withdrawn because its backing must go (give_back.cc: being given back, then
+// given back for good). It knows its own configuration (ArenaConfig) and reports its own figures
+// (ArenaStats); the pool validates the user's options and turns these into its public types.
 //
 // Growth of one chunk is three steps: claim a slot under `mu_` (budget, RLIMIT_MEMLOCK and the
 // memory cgroup's headroom checked for it and every chunk already in flight: past the cgroup's
@@ -49,7 +50,8 @@
 //
 // Thread safety: ChunkOf/SameChunk/Carved/BelowWatermark are lock-free and may race with growth
 // and trim. Everything else takes `mu_` (briefly: never across a map or a registration).
-// SetGranted is called under the pool's grant lock.
+// SetGranted and BeginGiveBack are called under the pool's grant lock (so a withdrawn chunk keeps
+// its tag).
 #ifndef PINPOOL_ARENA_ARENA_H_
 #define PINPOOL_ARENA_ARENA_H_
 
@@ -259,6 +261,29 @@ class Arena {
   absl::Status AdoptQueued(const std::atomic<bool>* cancel = nullptr);
   // Waits while slot `index` is being built: true once it is ready.
   bool AwaitReady(std::uint32_t index);
+  // Giving a chunk back because its backing must go (give_back.cc; docs/backing.md): in two steps,
+  // so that the caller can revoke what reaches the chunk in between. BeginGiveBack withdraws the
+  // ready chunk of slot `index`: Carve, Trim and ReturnChunk leave it alone from then on, its
+  // chunk table entry keeps kSlowFreeTag for good (SetGranted no longer clears it) and
+  // Withdrawn() is true for its addresses, forever. It stays mapped and registered until
+  // FinishGiveBack deregisters it from every domain (last first), unmaps it (a PROT_NONE
+  // reservation again) and closes its file (releasing the lease, unlinking a directory's file).
+  // The slot is never used again, so a late free of one of its blocks can never reach a new
+  // chunk: the budget has one chunk fewer. BeginGiveBack: kFailedPrecondition unless the slot
+  // holds a ready chunk (one being built, trimmed or given back already).
+  absl::Status BeginGiveBack(std::uint32_t index);
+  void FinishGiveBack(std::uint32_t index);
+  // True when `p` lies in a chunk withdrawn by BeginGiveBack (given back or being given back).
+  // Lock-free.
+  bool Withdrawn(const void* p) const noexcept {
+    const std::uintptr_t index = (reinterpret_cast<std::uintptr_t>(p) - base_) >> chunk_shift_;
+    return index < max_chunks_ && withdrawn_[index].load(std::memory_order_acquire);
+  }
+  // Slots of ready chunks whose file's lease is breaking: another process opened or truncated the
+  // file (os/lease.h). Checks at most `max_checks` leased chunks (one fcntl each, under the lock),
+  // round robin from where the last call stopped, so a caller that polls bounds both its cost
+  // and how long it holds the lock, and still sees every chunk in turn.
+  std::vector<std::uint32_t> BrokenLeases(std::size_t max_checks = SIZE_MAX);
 
   std::size_t chunk_size() const noexcept { return config_.chunk_size; }
   // This process's memory cgroup, as found when the arena was made (checked before each chunk).
@@ -268,7 +293,8 @@ class Arena {
   ArenaStats Stats() const;
 
  private:
-  enum class Slot : std::uint8_t { kEmpty, kGrowing, kReady, kTrimming };
+  // kGivingBack: withdrawn, still mapped and registered; kGivenBack: unmapped, never reused.
+  enum class Slot : std::uint8_t { kEmpty, kGrowing, kReady, kTrimming, kGivingBack, kGivenBack };
   // Why a chunk is added (stats).
   enum class Why : std::uint8_t { kReserve, kAllocation, kBackground };
   // A chunk built outside the lock, waiting to be published.
@@ -308,11 +334,20 @@ class Arena {
   // The room the keeper aims at: low_watermark plus the extra room (0 when the watermark is off).
   std::size_t RoomTarget() const noexcept;
   std::size_t DomainsThatPin(Pinning kind) const noexcept;
+  // Slots in use: ready, being built, being trimmed, or withdrawn for good (given back).
+  std::size_t SlotsTakenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ready_ + growing_ + trimming_ + withdrawn_count_;
+  }
   // Bytes the memory cgroup is charged for one chunk: all of it when it is populated or pinned
   // (pinning faults every page in), unless the chunk must be hugetlb pages (charged to the
   // hugetlb controller, not the memory one); 0 otherwise (pages come as the application touches
   // them).
   std::size_t CgroupChargePerChunk() const noexcept;
+  // Deregisters chunk `c` from every domain (last first; not when `registered` is false: Quiesce
+  // did), unmaps it (a PROT_NONE reservation again) and only then closes `file` (trim.cc); timed
+  // as a trim. No lock held.
+  void TakeDown(const ChunkInfo& c, os::ChunkFile file, bool registered = true)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Domain `d`'s Deregister of `keys`, timed (the caller holds domain_mu_[d] where needed).
   void DeregisterTimed(std::size_t d, const Keys& keys);
 
@@ -326,6 +361,8 @@ class Arena {
   const std::unique_ptr<std::atomic<std::uintptr_t>[]> table_;
   // carved_ again, readable without the lock (written under it).
   const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
+  // By slot: withdrawn by BeginGiveBack (Withdrawn), written under mu_.
+  const std::unique_ptr<std::atomic<bool>[]> withdrawn_;
   // Domains that did not opt into concurrent registration are called one chunk at a time.
   const std::unique_ptr<Mutex[]> domain_mu_;
   // Latency histograms, recorded lock-free where the slow work happens (util/latency.h).
@@ -357,8 +394,11 @@ class Arena {
   std::size_t ready_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t growing_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t trimming_ ABSL_GUARDED_BY(mu_) = 0;
+  std::size_t withdrawn_count_ ABSL_GUARDED_BY(mu_) = 0;  // slots kGivingBack or kGivenBack
+  std::size_t lease_cursor_ ABSL_GUARDED_BY(mu_) = 0;     // where BrokenLeases goes on
   std::size_t uncarved_ ABSL_GUARDED_BY(mu_) = 0;
-  // Copies of growing_, ready_ + growing_ + trimming_ and uncarved_ for BelowWatermark.
+  // Copies of growing_, ready_ + growing_ + trimming_ + withdrawn_count_ and uncarved_ for
+  // BelowWatermark.
   std::atomic<std::size_t> growing_now_{0};
   std::atomic<std::size_t> slots_taken_now_{0};
   std::atomic<std::size_t> uncarved_now_{0};

@@ -36,7 +36,7 @@ bool Arena::BelowWatermark() const noexcept {
 
 bool Arena::BelowWatermarkLocked() const {
   if (config_.low_watermark == 0) return false;
-  if (ready_ + growing_ + trimming_ >= max_chunks_) return false;
+  if (SlotsTakenLocked() >= max_chunks_) return false;
   return uncarved_ + growing_ * config_.chunk_size < RoomTarget();
 }
 

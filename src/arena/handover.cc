@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "arena/arena.h"
 #include "os/chunk_file.h"
+#include "os/lease.h"
 #include "util/check.h"
 
 namespace pinpool::internal {
@@ -35,7 +36,7 @@ void Arena::Quiesce() {
   if (registrations_ended_) return;
   registrations_ended_ = true;
   for (std::size_t i = slots_used_; i-- > 0;) {
-    if (slots_[i] != Slot::kReady) continue;
+    if (slots_[i] != Slot::kReady && slots_[i] != Slot::kGivingBack) continue;
     const ChunkInfo& c = *chunks_[i];
     for (std::size_t d = c.domain_count; d-- > 0;) {
       MutexLock serial(&domain_mu_[d]);
@@ -56,7 +57,16 @@ void Arena::HandOverFiles(bool handed_over) {
   handed_over_ = handed_over;
   for (os::ChunkFile& f : files_) {
     if (f.fd() < 0) continue;
-    handed_over ? os::UnlockOwnership(f.fd()) : os::LockOwnership(f.fd());
+    if (handed_over) {
+      // A lease left on the description the successor shares would make every later opener
+      // wait the lease-break time with nobody to answer (os/lease.h).
+      if (f.leased()) os::ReleaseLease(f.fd());
+      f.set_leased(false);
+      os::UnlockOwnership(f.fd());
+    } else {
+      os::LockOwnership(f.fd());
+      if (!f.path().empty()) f.set_leased(os::TakeWriteLease(f.fd(), f.path().c_str()).ok());
+    }
   }
 }
 
@@ -78,7 +88,7 @@ absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {
     for (std::uint32_t i : claimed) slots_[i] = Slot::kEmpty;
     growing_ -= claimed.size();
     growing_now_.store(growing_, std::memory_order_relaxed);
-    slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+    slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
     for (AdoptedChunk& c : chunks) c.file.Disown();
     return error;
   }

@@ -19,6 +19,18 @@
 
 namespace pinpool::internal {
 
+void Arena::TakeDown(const ChunkInfo& c, os::ChunkFile file, bool registered) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t d = registered ? c.domain_count : 0; d-- > 0;) {
+    MutexLock serial(&domain_mu_[d]);
+    DeregisterTimed(d, c.keys[d]);
+  }
+  os::UnmapChunk(reinterpret_cast<void*>(c.base), config_.chunk_size);
+  // Deregistered and unmapped: now its descriptor (and lease), and its name, go too.
+  file.Close();
+  trim_latency_.RecordSince(t0);
+}
+
 std::size_t Arena::Trim(std::size_t floor_bytes) {
   const std::size_t size = config_.chunk_size;
   std::size_t given = 0;
@@ -38,21 +50,14 @@ std::size_t Arena::Trim(std::size_t floor_bytes) {
     table_[i].store(kSlowFreeTag, std::memory_order_release);
     os::ChunkFile file = std::move(files_[i]);
     mu_.Unlock();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t d = c.domain_count; d-- > 0;) {
-      MutexLock serial(&domain_mu_[d]);
-      DeregisterTimed(d, c.keys[d]);
-    }
-    os::UnmapChunk(reinterpret_cast<void*>(c.base), size);
-    file.Close();  // deregistered and unmapped: now its descriptor, and its name, go too
-    trim_latency_.RecordSince(t0);
+    TakeDown(c, std::move(file));
     mu_.Lock();
     for (std::size_t d = 0; d < c.domain_count; ++d) domain_counters_[d].registered_bytes -= size;
     retired_.push_back(std::move(chunks_[i]));
     placements_[i] = {};
     slots_[i] = Slot::kEmpty;
     --trimming_;
-    slots_taken_now_.store(ready_ + growing_ + trimming_, std::memory_order_relaxed);
+    slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
     ++growth_.trims;
     growth_.trimmed_bytes += size;
     given += size;

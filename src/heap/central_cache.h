@@ -64,6 +64,13 @@ class CentralCache {
   // Every block on the transfer stacks back to its slab or the page heap; returns their bytes.
   std::size_t DrainTransfer();
 
+  // Forgets the chunk [chunk, chunk + chunk_size) (forget_chunk.cc, for Heap::ForgetChunk): with
+  // every class locked, drops its blocks from the transfer stacks, unlinks its slabs, has the
+  // page heap forget it, and calls `live` with each block of it that is handed out (live, or in a
+  // thread cache: the caller empties those first) and its class's size.
+  void ForgetChunk(std::uintptr_t chunk, std::size_t chunk_size,
+                   absl::FunctionRef<void(std::uintptr_t, std::size_t)> live);
+
   std::size_t transfer_limit() const noexcept { return transfer_limit_; }
   struct Counts {
     std::size_t out_bytes = 0;       // blocks handed out to threads: live, or in thread caches

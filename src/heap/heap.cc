@@ -212,29 +212,36 @@ void Heap::Acquire(ThreadCache* c) noexcept {
   while (!Enter(c)) HonourDrain(c);
 }
 
-std::size_t Heap::DrainLocked(ThreadCache* own) {
+std::size_t Heap::DrainLocked(ThreadCache* own, bool hold, bool* every_cache) {
   drains_.fetch_add(1, std::memory_order_relaxed);
   for (ThreadCache* c : caches_) c->drain.store(1, std::memory_order_relaxed);
   // After the barrier, a cache whose `busy` reads 0 is not being touched, and its owner's next
   // Enter() sees `drain`: the owner then waits on mu_, which this thread holds.
   const bool fenced = BarrierOnEveryCpu();
+  if (every_cache != nullptr)
+    *every_cache = fenced || caches_.empty() || caches_ == std::vector{own};
   std::size_t bytes = 0;
   for (ThreadCache* c : caches_) {
     if (c != own && !fenced) continue;  // left pending: its owner empties it at its next call
     while (c->busy.load(std::memory_order_acquire) != 0) sched_yield();
     bytes += c->FlushAll(central_);
-    c->drain.store(0, std::memory_order_release);
+    if (!hold) c->drain.store(0, std::memory_order_release);
   }
   return bytes + central_.DrainTransfer();
 }
 
-std::size_t Heap::DrainCaches() {
+ThreadCache* Heap::OwnCache() const noexcept {
   ThreadCache* own = nullptr;
   if (!debug_ && !tls_caches_gone) {
     for (const auto& e : tls_cache_owner.caches) {
       if (e.heap_id == id_) own = e.cache;
     }
   }
+  return own;
+}
+
+std::size_t Heap::DrainCaches() {
+  ThreadCache* own = OwnCache();
   MutexLock lock(&mu_);
   return DrainLocked(own);
 }

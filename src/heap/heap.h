@@ -170,6 +170,21 @@ class Heap {
   // or large block back to the arena (Arena::ReturnChunk), which may then trim it. Returns how
   // many chunks went back.
   std::size_t ReleaseIdleChunks();
+  // Forgets the chunk at `chunk_base` for good, for giving it back (forget_chunk.cc): empties every
+  // thread cache and the transfer stacks (the drain handshake), and, while every cache is held
+  // drained and every class and the page heap are locked, takes the chunk's free spans, slabs
+  // and large blocks out of the central layer and the page heap and clears its page map entries.
+  // Returns the blocks of the chunk that were live (handed out and not freed; their usable
+  // sizes), by address. Afterwards the heap never hands out, touches or accepts a block of the
+  // chunk (the caller keeps frees of them away from the heap: Pool, Arena::Withdrawn) and the
+  // chunk may be unmapped. Requires that the arena carve nothing more from the chunk. OK with
+  // nothing to do when the heap never took the chunk. kFailedPrecondition, with nothing changed,
+  // when other threads' caches cannot be emptied now (no membarrier: see DrainCaches).
+  struct LostBlock {
+    void* data;
+    std::size_t size;
+  };
+  absl::StatusOr<std::vector<LostBlock>> ForgetChunk(std::uintptr_t chunk_base);
   // The page heap's structural self-check (tests).
   void Verify() const { pages_.Verify(); }
 
@@ -213,7 +228,13 @@ class Heap {
   void* HandOut(void* p, std::size_t size) noexcept;
   // A checked block of class c made free.
   void FreeBlock(void* p, unsigned c) noexcept;
-  std::size_t DrainLocked(ThreadCache* own) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This thread's cache of this heap, if it has one (without making one).
+  ThreadCache* OwnCache() const noexcept;
+  // Empties the caches (DrainCaches). `hold`: leaves every emptied cache's `drain` flag set, so
+  // its owner waits on mu_ until the caller clears it (ForgetChunk). `every_cache`, when given,
+  // is set to whether every cache was emptied (false without membarrier).
+  std::size_t DrainLocked(ThreadCache* own, bool hold = false, bool* every_cache = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   MetadataArena metadata_;  // first: destroyed last, after everything that lives in it
   Arena* const arena_;

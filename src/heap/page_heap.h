@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "heap/page_map.h"
 #include "heap/span.h"
 #include "heap/spin_lock.h"
@@ -67,6 +68,12 @@ class PageHeap {
   // allows the arena's). The chunk's page map arrays stay (all entries 0), for lock-free readers
   // and for when the source hands the chunk out again. Returns how many chunks went back.
   std::size_t ReleaseIdleChunks();
+  // Forgets the chunk at `chunk` (forget_chunk.cc, for Heap::ForgetChunk): calls `used` with each
+  // of its slabs and large blocks, then takes its free spans off the free lists, clears its page
+  // map entries and span records and counts it as released (never to be grown into again unless
+  // the source hands it out anew). Nothing when the chunk is not the page heap's or was released.
+  // The caller holds every class's lock in the central layer (so no slab of it is in use).
+  void ForgetChunk(std::uintptr_t chunk, absl::FunctionRef<void(const Span&)> used);
   // Gives back the span of the large block starting at p (a start the page map names).
   void FreeLarge(std::uintptr_t p);
   // The slab holding block p. The caller owns a block of that slab, so the slab cannot go away

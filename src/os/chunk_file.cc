@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "os/lease.h"
 #include "util/bytes.h"
 #include "util/status_macros.h"
 
@@ -44,11 +45,14 @@ ChunkFile& ChunkFile::operator=(ChunkFile&& other) noexcept {
     other.path_.clear();
     sealed_ = std::exchange(other.sealed_, false);
     hugetlb_page_bytes_ = std::exchange(other.hugetlb_page_bytes_, 0);
+    leased_ = std::exchange(other.leased_, false);
   }
   return *this;
 }
 
 void ChunkFile::Close() noexcept {
+  if (leased_) ReleaseLease(fd_);  // a breaker waiting on it proceeds, whoever else holds the fd
+  leased_ = false;
   if (!path_.empty()) ::unlink(path_.c_str());
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
@@ -225,6 +229,11 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
                           std::strerror(errno)));
     }
     file.set_sealed(true);
+  } else {
+    // Nothing seals a file in a directory: a lease is how pinpool learns that someone wants its
+    // pages, before the kernel lets them have them (os/lease.h).
+    PINPOOL_RETURN_IF_ERROR(TakeWriteLease(file.fd(), file.Describe().c_str()));
+    file.set_leased(true);
   }
   return file;
 }

@@ -91,7 +91,8 @@ struct BackingSpec {
 // The file behind one chunk (memfd or a file in a directory): the one owner of its descriptor
 // and, for a file in a directory, of its name. Closing it (Close, the destructor) closes the
 // descriptor and unlinks the file; the mapping keeps the pages alive until it is unmapped, so
-// the owner closes after unmapping. Empty (fd() < 0) for anonymous chunks. Movable, not
+// the owner closes after unmapping. A file in a directory is leased (os/lease.h) from its
+// creation: Close releases the lease first. Empty (fd() < 0) for anonymous chunks. Movable, not
 // copyable: whoever holds it decides when the chunk's memory stops being reachable by name or
 // by descriptor. Not thread-safe (its owner serializes).
 class ChunkFile {
@@ -116,7 +117,11 @@ class ChunkFile {
 
   void set_sealed(bool sealed) noexcept { sealed_ = sealed; }
   void set_hugetlb_page_bytes(std::size_t bytes) noexcept { hugetlb_page_bytes_ = bytes; }
-  // Closes the descriptor and unlinks the file (if it has a path). Idempotent.
+  // A write lease is held on the file (os/lease.h): whoever polls it learns of a break.
+  bool leased() const noexcept { return leased_; }
+  void set_leased(bool leased) noexcept { leased_ = leased; }
+  // Releases the lease (if any), closes the descriptor and unlinks the file (if it has a path).
+  // Idempotent.
   void Close() noexcept;
   // Closes the descriptor but keeps the file's name: its pages now belong to whoever it was
   // handed over to (a successor adopting the pool). Idempotent.
@@ -127,6 +132,7 @@ class ChunkFile {
   std::string path_;
   bool sealed_ = false;
   std::size_t hugetlb_page_bytes_ = 0;
+  bool leased_ = false;
 };
 
 struct MappedChunk {

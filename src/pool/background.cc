@@ -16,7 +16,7 @@ std::size_t TrimIdleChunks(Heap& heap, Arena& arena, std::size_t floor_bytes) {
 std::unique_ptr<BackgroundWork> BackgroundWork::Start(Heap& heap, Arena& arena,
                                                       const Policy& policy) {
   if (!policy.keep_watermark && policy.trim_every.count() == 0 && policy.startup_bytes == 0 &&
-      !policy.adopt) {
+      !policy.adopt && policy.check_leases.count() == 0) {
     return nullptr;
   }
   return std::unique_ptr<BackgroundWork>(new BackgroundWork(heap, arena, policy));
@@ -113,8 +113,15 @@ void BackgroundWork::Run() {
   Clock::time_point next_trim =
       trims ? Clock::now() + policy_.trim_every : Clock::time_point::max();
   Clock::time_point retry_at = Clock::time_point::min();  // no growth before this (backing off)
+  const bool leases = policy_.check_leases.count() > 0;
+  Clock::time_point next_lease_check = leases ? Clock::now() : Clock::time_point::max();
   for (;;) {
     const Clock::time_point now = Clock::now();
+    if (now >= next_lease_check) {
+      policy_.on_lease_check();
+      next_lease_check = Clock::now() + policy_.check_leases;
+      continue;
+    }
     if (now >= next_trim) {
       TrimIdleChunks(heap_, arena_, policy_.trim_floor);
       next_trim = Clock::now() + policy_.trim_every;
@@ -145,7 +152,8 @@ void BackgroundWork::Run() {
       if (stop_) return;
       continue;
     }
-    const Clock::time_point until = backing_off ? std::min(next_trim, retry_at) : next_trim;
+    const Clock::time_point until =
+        std::min(backing_off ? std::min(next_trim, retry_at) : next_trim, next_lease_check);
     if (!Sleep(until, policy_.keep_watermark && !backing_off)) return;
   }
 }

@@ -4,10 +4,11 @@
 // background: the arena's Reserve, on Reserve's parallel workers), then it keeps the low
 // watermark (PoolOptions::low_watermark with grow_in_background: chunks are added whenever an
 // allocation takes the room below it) and runs the trim policy (PoolOptions::trim_interval_ms:
-// TrimIdleChunks every so often). It uses the lower layers' primitives only: the arena's
-// Reserve, BelowWatermark, Replenish, WaitBelowWatermark, SetExtraRoom and carved_total, and the
-// same TrimIdleChunks as Pool::Trim. Neither layer below knows it exists, and nothing below calls
-// back up.
+// TrimIdleChunks every so often), and checks the leases on the chunks' files for the pool (the
+// pool's own callback: Policy::on_lease_check). It uses the lower layers' primitives only: the
+// arena's Reserve, BelowWatermark, Replenish, WaitBelowWatermark, SetExtraRoom and carved_total,
+// and the same TrimIdleChunks as Pool::Trim. Neither layer below knows it exists, and nothing below
+// calls back up.
 //
 // Growing ahead: one chunk at a time, behind a watermark that counts chunks in flight as room,
 // falls behind any allocation rate above a chunk per build time (a 32 MiB chunk that takes 40 ms
@@ -33,6 +34,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -65,6 +67,10 @@ class BackgroundWork {
     bool adopt = false;
     std::chrono::steady_clock::time_point startup_begin{};
     std::atomic<double>* initial_size_seconds = nullptr;
+    // Every `check_leases`, calls `on_lease_check` (0: never): how the pool learns that another
+    // process opened or truncated a chunk's file (Pool::TakeBackBrokenLeases).
+    std::chrono::milliseconds check_leases{0};
+    std::function<void()> on_lease_check;
   };
 
   // Null when the policy asks for nothing (no thread then).

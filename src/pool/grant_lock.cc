@@ -42,6 +42,11 @@ absl::Status GrantLock::CheckLive(const Block& block) const {
     return absl::InvalidArgumentError(
         absl::StrFormat("block %p is not memory of this pool", block.data()));
   }
+  if (pool_.arena_->Withdrawn(block.data())) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "block %p is in a chunk being given back (Pool::GiveBack, a broken file lease)",
+        block.data()));
+  }
   if (registry_.HeldLocked(block.data())) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "block %p was freed (it is held until its grants are revoked)", block.data()));

@@ -70,6 +70,20 @@ GrantRegistry::FreeOutcome GrantRegistry::OnFreeLocked(void* block, std::size_t 
   return FreeOutcome::kHeld;
 }
 
+std::vector<void*> GrantRegistry::RevokeChunkLocked(std::uint32_t index, GrantLock& lock) {
+  std::vector<void*> held;
+  std::vector<std::pair<GrantHolder*, std::uint64_t>> grants;
+  for (const auto& [block, e] : entries_) {
+    const ChunkInfo* chunk = arena_->ChunkOf(reinterpret_cast<const void*>(block));
+    if (chunk == nullptr || chunk->index != index) continue;
+    if (e.freed) held.push_back(reinterpret_cast<void*>(block));
+    grants.insert(grants.end(), e.grants.begin(), e.grants.end());
+  }
+  // Revoking may end grants at once, erasing entries: walk the copy.
+  for (const auto& [holder, id] : grants) holder->RevokeForFree(lock, id);
+  return held;
+}
+
 bool GrantRegistry::ReachableLocked(const void* block) const {
   return entries_.contains(reinterpret_cast<std::uintptr_t>(block));
 }

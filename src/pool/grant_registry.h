@@ -61,6 +61,17 @@ class GrantRegistry {
   // True when the block starting at `block` was freed and is held.
   bool HeldLocked(const void* block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Giving chunk `index` back (pool/take_back.cc): starts revoking every grant on its blocks
+  // through their holders' RevokeForFree (again for a grant whose revocation is under way: holders
+  // ignore that), and returns its held blocks (freed by the application already: not lost to it).
+  std::vector<void*> RevokeChunkLocked(std::uint32_t index, GrantLock& lock)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Blocks of chunk `index` that a grant still reaches: 0 once every revocation is confirmed.
+  std::size_t ChunkEntriesLocked(std::uint32_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = chunk_entries_.find(index);
+    return it == chunk_entries_.end() ? 0 : it->second;
+  }
+
   struct Released {
     void* block;
     std::size_t size;  // as freed (0: unknown)

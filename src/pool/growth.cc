@@ -15,6 +15,13 @@
 
 namespace pinpool {
 
+namespace {
+// How often the background work checks the leases on the chunks' files (up to 128 of them per
+// pass, Pool::TakeBackBrokenLeases): a breaker waits this long at most, in a pool of up to 128
+// file chunks, before its chunk is being given back.
+constexpr std::chrono::milliseconds kLeaseCheckInterval{10};
+}  // namespace
+
 bool Pool::NeedsReplenish() const noexcept { return arena_->BelowWatermark(); }
 
 absl::Status Pool::Replenish(std::size_t max_chunks) {
@@ -46,7 +53,11 @@ void Pool::StartBackgroundWork(std::chrono::steady_clock::time_point start, bool
        .startup_bytes = built < options_.initial_size ? options_.initial_size : 0,
        .adopt = adopting,
        .startup_begin = start,
-       .initial_size_seconds = &startup_initial_size_});
+       .initial_size_seconds = &startup_initial_size_,
+       // Files in a directory are leased: a break must be seen well within lease-break-time.
+       .check_leases = options_.backing.kind == BackingKind::kFiles ? kLeaseCheckInterval
+                                                                    : std::chrono::milliseconds(0),
+       .on_lease_check = [this] { TakeBackBrokenLeases(); }});
 }
 
 bool Pool::Ready() const {

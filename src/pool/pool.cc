@@ -20,6 +20,7 @@
 #include "pool/placement.h"
 #include "pool/preflight.h"
 #include "pool/sharing.h"
+#include "pool/take_back.h"
 #include "pool/validate_options.h"
 #include "util/bytes.h"
 #include "util/check.h"
@@ -116,7 +117,8 @@ Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Hea
       page_mask_((arena_->chunk_size() >> internal::kPageShift) - 1),
       chunk_table_(arena_->chunk_table()),
       page_table_(heap_->page_table()),
-      metrics_(std::make_unique<internal::PoolMetrics>()) {}
+      metrics_(std::make_unique<internal::PoolMetrics>()),
+      take_back_(std::make_unique<internal::TakeBack>()) {}
 
 void Pool::AttachClasses(std::unique_ptr<internal::PoolClasses> classes) {
   if (classes == nullptr) return;
@@ -160,7 +162,8 @@ Pool::~Pool() {
   StoreForLater(alive_, kDestroyed);
   // The classes (declared last, so destroyed first) hold the ledger the default heap gives
   // chunks back to: the background trim must stop before they go.
-  if (classes_ != nullptr) background_.reset();
+  // The background work also gives chunks back (take_back_, declared after it): it stops first.
+  background_.reset();
   // The members go in reverse order of declaration: the classes' heaps and ledger, the
   // background work, then the grant registry, the heap (which lets go of the chunks) and the
   // arena (which unmaps them).
@@ -272,6 +275,10 @@ absl::Status Pool::class_error(ClassId cls) const {
 void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
   if (data == nullptr) return;
   CheckAlive("Deallocate");
+  if (arena_->Withdrawn(data)) {  // a block of a chunk given back: accepted, nothing to do
+    take_back_->lost_block_frees.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   const std::uintptr_t entry = arena_->EntryOf(data);
   PINPOOL_CHECK(internal::Arena::EntryChunk(entry) != nullptr,
                 "Deallocate(%p): not memory of this pool", data);
@@ -329,6 +336,7 @@ Block Pool::Reallocate(const Block& block, std::size_t new_size) noexcept {
 Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
   if (data == nullptr) return Allocate(new_size);
   CheckAlive("Reallocate");
+  if (arena_->Withdrawn(data)) return {};  // a lost block: its chunk is given back
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Reallocate(%p): not memory of this pool", data);
   if (std::size_t size = 0; Reclaimed(data, &size)) {
     // Not the heap's: always moved (a granted one never is).
@@ -380,6 +388,7 @@ bool Pool::Contains(const void* address) const noexcept { return Lookup(address)
 std::size_t Pool::UsableSize(const void* data) const noexcept {
   if (data == nullptr) return 0;
   CheckAlive("UsableSize");
+  if (arena_->Withdrawn(data)) return 0;  // a lost block
   PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "UsableSize(%p): not memory of this pool", data);
   if (std::size_t size = 0; Reclaimed(data, &size)) return size;
   return HeapOf(data).CheckBlock(data, 0, "UsableSize");
@@ -430,6 +439,14 @@ PoolStats Pool::GetStats() const {
                              d.seconds, d.max_seconds, d.register_latency, d.deregister_latency});
   }
   stats.grants = grants_->Stats();
+  {
+    internal::MutexLock lock(&take_back_->mu);
+    stats.chunks_given_back = take_back_->chunks_given_back;
+    stats.lost_blocks = take_back_->lost_blocks;
+    stats.lost_bytes = take_back_->lost_bytes;
+  }
+  stats.lost_block_frees = take_back_->lost_block_frees.load(std::memory_order_relaxed);
+  stats.growths += stats.chunks_given_back;  // added once, gone neither by growth nor by trim
   // Every class's heap: the default one and each named class's.
   internal::Heap::Counts counts = heap_->GetCounts();
   std::size_t thread_caches = heap_->ThreadCacheCount();

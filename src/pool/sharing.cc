@@ -151,6 +151,24 @@ bool Sharing::Release(const void* p, bool* chunk_empty) {
   return true;
 }
 
+std::vector<std::pair<void*, std::size_t>> Sharing::ForgetChunk(std::uint32_t chunk) {
+  std::vector<std::pair<void*, std::size_t>> lost;
+  if (reclaimed_count_.load(std::memory_order_acquire) == 0) return lost;
+  MutexLock lock(&mu_);
+  for (auto it = reclaimed_.begin(); it != reclaimed_.end();) {
+    if (it->second.chunk != chunk) {
+      ++it;
+      continue;
+    }
+    lost.emplace_back(reinterpret_cast<void*>(it->first), it->second.size);
+    stats_.reclaimed_live_bytes -= it->second.size;
+    it = reclaimed_.erase(it);
+  }
+  per_chunk_.erase(chunk);
+  reclaimed_count_.store(reclaimed_.size(), std::memory_order_release);
+  return lost;
+}
+
 SharingStats Sharing::Stats() {
   const std::size_t peers = LivePeers();
   MutexLock lock(&mu_);

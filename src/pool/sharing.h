@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -82,6 +83,9 @@ class Sharing {
   std::vector<BlockHandle> adopted() const;
   // Whether `p` is a reclaimed block still live, and its size.
   bool Reclaimed(const void* p, std::size_t* size) const;
+  // Forgets the reclaimed blocks of chunk `chunk` (given back: lost to the application) and
+  // returns them as {address, size}.
+  std::vector<std::pair<void*, std::size_t>> ForgetChunk(std::uint32_t chunk);
   // Frees reclaimed block `p` if it is one: true then, and `*chunk_empty` says whether it was its
   // chunk's last.
   bool Release(const void* p, bool* chunk_empty);

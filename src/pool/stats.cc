@@ -175,12 +175,14 @@ std::string AgesText(const HeldAges& a) {
 Value TakenBackBy(const ChunkStats& c) {
   if (c.backing.starts_with("file ")) {
     return Text("file-openers",
-                "any process that can open the file: truncate it, punch a hole in it");
+                "any process that can open the file; its open or truncate breaks pinpool's lease "
+                "and pinpool gives the chunk back first");
   }
   if (c.backing.starts_with("memfd")) {
     return Text(c.sealed ? "fd-holders" : "fd-holders-truncate",
-                c.sealed ? "a hole punch by a holder of its descriptor (truncation sealed); "
-                           "pinpool gives the descriptor to no one"
+                c.sealed ? "a hole punch by a holder of its descriptor (truncation sealed): "
+                           "pinpool, a forked child that kept it, a process that may ptrace "
+                           "this one (/proc/<pid>/fd)"
                          : "a holder of its descriptor: truncate, punch a hole");
   }
   return Text("nobody", "nothing outside this process (pinpool never unmaps a registered chunk)");

@@ -210,6 +210,16 @@ inline constexpr std::array kPoolFields = {
     Member<&PoolStats::growth_failures>(
         "growth_failures", Unit::kCount, Kind::kCounter,
         "attempts to add a chunk that failed (allocations, Reserve, background thread, Replenish)"),
+    Member<&PoolStats::chunks_given_back>(
+        "chunks_given_back", Unit::kCount, Kind::kCounter,
+        "chunks given back because their backing had to go (GiveBack, a file's lease broken)"),
+    Member<&PoolStats::lost_blocks>("lost_blocks", Unit::kCount, Kind::kCounter,
+                                    "live blocks lost with the chunks given back"),
+    Member<&PoolStats::lost_bytes>("lost_bytes", Unit::kBytes, Kind::kCounter,
+                                   "usable bytes of the live blocks lost with chunks given back"),
+    Member<&PoolStats::lost_block_frees>(
+        "lost_block_frees", Unit::kCount, Kind::kCounter,
+        "frees of lost blocks (accepted and ignored: their chunk is gone)"),
     Member<&PoolStats::memlock_limit>("memlock_limit", Unit::kBytes, Kind::kGauge,
                                       "RLIMIT_MEMLOCK soft limit", "unlimited"),
     Member<&PoolStats::process_pinned_bytes>(

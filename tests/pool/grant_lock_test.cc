@@ -14,27 +14,14 @@
 
 #include "pinpool/pool.h"
 #include "support/counting_domain.h"
+#include "support/fake_grant_holder.h"
 
 namespace pinpool {
 namespace {
 
 using testing::CountingDomain;
 
-// A mechanism that records revocation requests, and ends the grant at once when `synchronous`
-// (as a range region's deregistration does).
-class FakeHolder final : public GrantHolder {
- public:
-  explicit FakeHolder(bool synchronous) : synchronous_(synchronous) {}
-  void RevokeForFree(GrantLock& lock, std::uint64_t id) override {
-    revoked.push_back(id);
-    if (synchronous_) lock.End(blocks.at(id), *this, id);
-  }
-  std::vector<std::uint64_t> revoked;
-  std::map<std::uint64_t, void*> blocks;  // id -> block, for synchronous ends
-
- private:
-  const bool synchronous_;
-};
+using FakeHolder = testing::FakeGrantHolder;
 
 std::unique_ptr<Pool> MakePool() {
   PoolOptions o;

@@ -28,6 +28,7 @@
 #include "pinpool/grant_lock.h"
 #include "pinpool/io_uring.h"
 #include "pinpool/pool.h"
+#include "pinpool/take_back.h"
 #include "pool/share_wire.h"
 #include "support/proc_status.h"
 #include "support/sanitizers.h"
@@ -621,6 +622,74 @@ TEST_P(ShareTest, ClaimFindsOnlyHandedOverBlocks) {
   EXPECT_EQ((*b)->Claim(h.live[1])->data(), first->data());  // the same block each time
   (*b)->Deallocate(*first);
   EXPECT_EQ((*b)->Claim(h.live[1]).status().code(), absl::StatusCode::kNotFound);
+}
+
+// Sharing meets taking back (docs/backing.md): a quiesced pool gives nothing back, a handover
+// leaves no lease behind, a handed-over block is lost with its chunk, and the successor leases
+// the files once the predecessor has let go of them.
+TEST_P(ShareTest, AQuiescedPoolGivesNothingBack) {
+  auto a = Pool::Create(Opts());
+  ASSERT_TRUE(a.ok());
+  Block b = (*a)->Allocate(4096);
+  ASSERT_TRUE((*a)->Quiesce().ok());
+  EXPECT_EQ((*a)->GiveBack(b.data()).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*a)->GetStats().chunks_given_back, 0u);
+}
+
+TEST(ShareLease, AHandoverReleasesTheLeasesBeforeTheDescriptorsLeave) {
+  ShmDir dir;
+  auto a = Pool::Create(Options(BackingKind::kFiles, dir.path));
+  ASSERT_TRUE(a.ok()) << a.status();
+  Filled f = FillPool(**a, 3);
+  const std::string file = (*a)->GetStats().chunks.at(0).backing.substr(5);  // "file <path>"
+  ASSERT_TRUE((*a)->Quiesce().ok());
+  SocketPair s;
+  ASSERT_TRUE((*a)->HandOver(s.a.get(), f.live).ok());
+  // The predecessor is still alive: were its lease left, this open would wait (EWOULDBLOCK
+  // without blocking), and every opener after it lease-break-time seconds.
+  UniqueFd opened(::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  EXPECT_GE(opened.get(), 0) << file << ": " << std::strerror(errno);
+}
+
+TEST_P(ShareTest, AHandedOverBlockIsLostWithItsChunkWhenTheChunkIsGivenBack) {
+  HandedOver h = HandOverNewPool(Opts());
+  auto b = Pool::Adopt(Opts(), h.socket.get());
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<Block> block = (*b)->Claim(h.live[0]);
+  ASSERT_TRUE(block.ok()) << block.status();
+  ASSERT_TRUE((*b)->GiveBack(block->data()).ok());
+  const std::vector<LostChunk> lost = (*b)->TakeLostChunks();
+  ASSERT_EQ(lost.size(), 1u);
+  std::size_t found = 0;
+  for (const LostBlock& l : lost[0].blocks) found += l.data == block->data() ? 1 : 0;
+  EXPECT_EQ(found, 1u) << "the handed-over block is not among the lost ones";
+  EXPECT_EQ((*b)->Claim(h.live[0]).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*b)->GetStats().sharing.reclaimed_live_blocks, 0u);
+  (*b)->Deallocate(*block);  // a lost block's free: accepted, nothing done
+  EXPECT_EQ((*b)->GetStats().lost_block_frees, 1u);
+}
+
+TEST(ShareLease, TheSuccessorLeasesTheFilesOnceThePredecessorIsGone) {
+  ShmDir dir;
+  const PoolOptions o = Options(BackingKind::kFiles, dir.path);
+  HandedOver h = HandOverNewPool(o);  // the predecessor destroyed: its descriptions closed
+  auto b = Pool::Adopt(o, h.socket.get());
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE((*b)->AwaitInitialSize(std::chrono::seconds(30)).ok());
+  absl::StatusOr<Block> block = (*b)->Claim(h.live[0]);
+  ASSERT_TRUE(block.ok());
+  const std::string file = (*b)->GetStats().chunks.at(0).backing.substr(5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a few lease passes
+  // Another process truncates the adopted chunk's file: it waits until the chunk is given back.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(::truncate(file.c_str(), 0) == 0 ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const std::vector<LostChunk> lost = (*b)->TakeLostChunks();
+  ASSERT_EQ(lost.size(), 1u) << "the truncate went through without a give back: no lease";
+  EXPECT_EQ(lost[0].index, 0u);
 }
 
 TEST(ShareDeath, ADoubleFreeOfAHandedOverBlockIsCaught) {

@@ -4,12 +4,15 @@
 // granted block is held until its revocation completed and never written through a stale grant
 // under churn; windows come from the warm pool and rkeys are not reissued within the stated
 // bound; rxe's windows are recorded as not enforcing their bounds (so the day a kernel fixes that,
-// this test says so); chunk-wide keys, when chosen, still expose the whole chunk.
+// this test says so); chunk-wide keys, when chosen, still expose the whole chunk; a chunk whose
+// file another process truncates is given back and its grants fail.
 //
 // Runs in the soft-RoCE guest (rc_pair.h loopback pairs on rxe0): side A is the server, whose
 // pool grants; side B is the peer, with its own device context, PD and pool.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -596,6 +599,72 @@ TEST_P(RevocationTest, AtomicsOnARangeNotAlignedTo8BytesAreRefused) {
 
 // When the QP fails (here: the peer used a revoked key), pinpool's flushed work requests make
 // it revoke everything at once: held blocks are released, further grants are refused clearly.
+// Taking memory back (docs/backing.md): a chunk of a pool backed by files in /dev/shm holds a
+// granted block; another process truncates the chunk's file. Within the lease-break time the
+// chunk is given back: the grant revoked and confirmed (the window's invalidation completes as the
+// application polls, as it must), the chunk deregistered and unmapped, the application told which
+// blocks it lost, the truncate completed; the peer's next access through the grant fails with a
+// remote access error, and a block of the other chunk still moves its bytes.
+TEST_P(RevocationTest, AChunkWhoseFileIsTruncatedIsGivenBackAndItsGrantsFail) {
+  char tmpl[] = "/dev/shm/pinpool-rdma-take-back-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  PoolOptions o;
+  o.chunk_size = 2 * kMiB;
+  o.budget = 8 * kMiB;
+  o.initial_size = 4 * kMiB;
+  o.page_size = PageSize::k4K;
+  o.backing = {.kind = BackingKind::kFiles, .directory = dir};
+  o.domains = {server_domain_};
+  absl::StatusOr<std::unique_ptr<Pool>> files = Pool::Create(o);
+  ASSERT_TRUE(files.ok()) << files.status();
+  absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> access = VerbsRemoteAccess::Create(
+      **files, pair_->qp(Side::kA), {.mechanism = GetParam(), .min_idle_windows = 8});
+  ASSERT_TRUE(access.ok()) << access.status();
+  VerbsRemoteAccess* raw = access->get();
+  pair_->SetCompletionHook(Side::kA, [raw](const ibv_wc& wc) { return raw->OnCompletion(wc); });
+  const Block doomed = (*files)->Allocate(1536 * kKiB);  // one per chunk
+  const Block kept = (*files)->Allocate(1536 * kKiB);
+  ASSERT_TRUE(doomed && kept);
+  ASSERT_NE(doomed.chunk().index, kept.chunk().index);
+  absl::StatusOr<RemoteGrant> g = (*access)->Grant(doomed, {.write = true});
+  absl::StatusOr<RemoteGrant> gk = (*access)->Grant(kept, {.write = true});
+  ASSERT_TRUE(g.ok() && gk.ok()) << g.status() << gk.status();
+  ASSERT_WC(IBV_WC_SUCCESS, pair_->Write(Side::kB, PeerBuffer(4096, 1), g->remote()));
+  std::string path;
+  for (const ChunkStats& c : (*files)->GetStats().chunks) {
+    if (c.index == doomed.chunk().index) path = c.backing.substr(5);  // "file <path>"
+  }
+  ASSERT_FALSE(path.empty());
+  const pid_t child = fork();
+  if (child == 0) _exit(truncate(path.c_str(), 0) == 0 ? 0 : 1);
+  std::vector<LostChunk> lost;
+  const absl::Status polled = pair_->PollUntil(Side::kA, [&] {
+    for (LostChunk& l : (*files)->TakeLostChunks()) lost.push_back(std::move(l));
+    return !lost.empty();
+  });
+  ASSERT_TRUE(polled.ok()) << polled;
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the truncate failed";
+  ASSERT_EQ(lost.size(), 1u);
+  ASSERT_EQ(lost[0].blocks.size(), 1u);
+  EXPECT_EQ(lost[0].blocks[0].data, doomed.data());
+  EXPECT_TRUE((*access)->Ended(*g));
+  EXPECT_FALSE((*access)->Ended(*gk));
+  EXPECT_EQ((*files)->GetStats().chunks.size(), 1u);
+  EXPECT_EQ((*files)->GetStats().domains.at(0).registered_bytes, 2 * kMiB);
+  ASSERT_WC(IBV_WC_SUCCESS, pair_->Write(Side::kB, PeerBuffer(4096, 2), gk->remote()));
+  EXPECT_EQ(FirstMismatch(kept.data(), 4096, 2), -1) << "the other chunk's block lost its bytes";
+  ASSERT_WC(IBV_WC_REM_ACCESS_ERR, pair_->Write(Side::kB, PeerBuffer(4096, 3), g->remote()));
+  (*access)->RevokeAllNow();     // the QP is in error now
+  (*files)->Deallocate(doomed);  // a lost block: accepted, ignored
+  (*files)->Deallocate(kept);
+  access->reset();
+  files->reset();
+  EXPECT_EQ(rmdir(dir.c_str()), 0) << "a chunk file was left behind";
+}
+
 TEST_F(RemoteAccessTest, AFailedConnectionRevokesEverythingAndReleasesHeldBlocks) {
   access_ = MakeAccess(*pair_, GrantMechanism::kWindow);
   ASSERT_NE(access_, nullptr);

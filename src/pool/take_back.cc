@@ -1,0 +1,135 @@
+// Pool::GiveBack and the background work's lease check (pinpool/pool.h and pool/take_back.h have
+// the contract; docs/backing.md the policy). The order is what makes it safe: withdraw (the arena
+// stops carving, the chunk table sends every free of it here, new grants are refused), revoke
+// every grant on it, have the heap forget it (its live blocks are what the application lost),
+// wait until every revocation is confirmed, and only then deregister, unmap and close the file:
+// the lease is released last, so a process truncating the file waits until no device and no
+// mapping reaches its pages.
+#include "pool/take_back.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "arena/arena.h"
+#include "heap/heap.h"
+#include "pinpool/grant_lock.h"
+#include "pinpool/pool.h"
+#include "pool/grant_registry.h"
+#include "pool/sharing.h"
+#include "util/status_macros.h"
+
+namespace pinpool {
+
+absl::Status Pool::GiveBack(const void* address, std::chrono::nanoseconds timeout) {
+  CheckAlive("GiveBack");
+  const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(address) - range_base_;
+  if (off >= range_size_ || (arena_->ChunkOf(address) == nullptr && !arena_->Withdrawn(address))) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("GiveBack(%p): not in a chunk of this pool", address));
+  }
+  return GiveBackChunk(static_cast<std::uint32_t>(off >> chunk_shift_),
+                       "the application asked (Pool::GiveBack)", timeout);
+}
+
+absl::Status Pool::GiveBackChunk(std::uint32_t index, const char* reason,
+                                 std::chrono::nanoseconds timeout) {
+  internal::TakeBack& t = *take_back_;
+  internal::MutexLock give(&t.give_mu);
+  const std::uintptr_t base = range_base_ + (std::uintptr_t{index} << chunk_shift_);
+  auto it = t.pending.find(index);
+  if (it == t.pending.end()) {
+    if (arena_->Withdrawn(reinterpret_cast<const void*>(base))) return absl::OkStatus();  // done
+    std::vector<void*> held;
+    {
+      GrantLock lock(*this);
+      PINPOOL_RETURN_IF_ERROR(arena_->BeginGiveBack(index));
+      held = grants_->RevokeChunkLocked(index, lock);
+    }
+    it = t.pending
+             .emplace(index,
+                      internal::TakeBack::Pending{.reason = reason, .forgotten = false, .lost = {}})
+             .first;
+    std::sort(held.begin(), held.end());
+    // Held blocks were freed by the application: not lost to it (the heap still counts them).
+    absl::StatusOr<std::vector<internal::Heap::LostBlock>> live =
+        HeapOf(reinterpret_cast<const void*>(base)).ForgetChunk(base);
+    if (!live.ok()) return live.status();  // withdrawn, still mapped: nothing hands it out
+    for (const internal::Heap::LostBlock& b : *live) {
+      if (!std::binary_search(held.begin(), held.end(), b.data)) {
+        it->second.lost.push_back({b.data, b.size});
+      }
+    }
+    // Blocks a predecessor handed over live outside the heap (pool/sharing.h): lost too.
+    for (const auto& [data, size] : sharing_->ForgetChunk(index)) {
+      if (!std::binary_search(held.begin(), held.end(), data)) {
+        it->second.lost.push_back({data, size});
+      }
+    }
+    it->second.forgotten = true;
+  }
+  if (!it->second.forgotten) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "chunk %d is withdrawn but the heap could not forget it (no membarrier): it stays mapped",
+        index));
+  }
+  // Every grant on the chunk revoked and confirmed: polled (holders confirm under the grant lock,
+  // often from the application's completion polling, which has no one to notify).
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::size_t reachable = 0;
+    {
+      GrantLock lock(*this);
+      reachable = grants_->ChunkEntriesLocked(index);
+    }
+    if (reachable == 0) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "chunk %d: %d blocks on it are still reachable through grants being revoked (poll the "
+          "grant holders' completions); it stays withdrawn and mapped until they are confirmed: "
+          "call GiveBack again",
+          index, reachable));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  arena_->FinishGiveBack(index);
+  LostChunk report{.index = index,
+                   .base = base,
+                   .size = arena_->chunk_size(),
+                   .reason = std::move(it->second.reason),
+                   .blocks = std::move(it->second.lost)};
+  t.pending.erase(it);
+  internal::MutexLock lock(&t.mu);
+  ++t.chunks_given_back;
+  t.lost_blocks += report.blocks.size();
+  for (const LostBlock& b : report.blocks) t.lost_bytes += b.size;
+  t.reports.push_back(std::move(report));
+  return absl::OkStatus();
+}
+
+std::vector<LostChunk> Pool::TakeLostChunks() {
+  CheckAlive("TakeLostChunks");
+  internal::MutexLock lock(&take_back_->mu);
+  return std::exchange(take_back_->reports, {});
+}
+
+void Pool::TakeBackBrokenLeases() {
+  // A broken lease holds the breaker for /proc/sys/fs/lease-break-time seconds at most: a short
+  // wait per pass, and the pending chunks are finished by the next passes. At most kChecks leases
+  // per pass (an F_GETLEASE costs about 0.4 us here: under 0.5% of a CPU at a pass per 10 ms,
+  // under 50 us of the arena's lock): a pool of N file chunks sees a break within N / 128 passes.
+  constexpr auto kWait = std::chrono::milliseconds(20);
+  constexpr std::size_t kChecks = 128;
+  std::vector<std::uint32_t> chunks = arena_->BrokenLeases(kChecks);
+  {
+    internal::MutexLock lock(&take_back_->give_mu);
+    for (const auto& [index, pending] : take_back_->pending) chunks.push_back(index);
+  }
+  for (const std::uint32_t index : chunks) {
+    GiveBackChunk(index, "another process opened or truncated its file (its lease broke)", kWait)
+        .IgnoreError();
+  }
+}
+
+}  // namespace pinpool
