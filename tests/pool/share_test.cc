@@ -570,6 +570,8 @@ TEST_P(ShareTest, ASecondOwnerCannotAdoptThePool) {
   ASSERT_TRUE(internal::os::SendMessage(second.a.get(), msg->payload, fds).ok());
   auto b = Pool::Adopt(Opts(), first.b.get());
   ASSERT_TRUE(b.ok()) << b.status();
+  // Registered before the second try: ExpectAdoptRefused compares what is mapped and pinned.
+  ASSERT_TRUE((*b)->AwaitInitialSize(std::chrono::seconds(30)).ok());
   ExpectAdoptRefused(Opts(), second.b.get(), absl::StatusCode::kFailedPrecondition,
                      "owned by another process", dir_, GetParam() == BackingKind::kFiles ? 2 : 0);
   ASSERT_TRUE((*b)->AwaitInitialSize(std::chrono::seconds(30)).ok());
