@@ -261,5 +261,68 @@ TEST_F(VerbsWarmRestart, ThePeerReadsTheSameBytesThroughNewGrantsAfterAHandover)
   EXPECT_EQ((*b)->GetStats().sharing.reclaimed_live_blocks, 0u);
 }
 
+// The same across a process boundary: process A (a child with its own device context) fills a
+// pool, quiesces it, hands it over and exits; only then does this process adopt it with its own
+// verbs domain and the peer READ the handed-over bytes through new grants.
+TEST_F(VerbsWarmRestart, APoolHandedOverByAProcessThatExitedIsReadByThePeerThroughNewGrants) {
+  constexpr std::size_t kTotal = 128 * kMiB;
+  constexpr std::size_t kBlock = 1 * kMiB;
+  constexpr std::size_t kBlocks = 64;
+  SocketPair s;
+  const pid_t predecessor = ::fork();
+  ASSERT_GE(predecessor, 0);
+  if (predecessor == 0) {
+    s.b.reset();
+    absl::StatusOr<std::shared_ptr<VerbsDomain>> d = VerbsDomain::Open({});
+    if (!d.ok()) _exit(2);
+    auto a = Pool::Create(Options(*d, kTotal));
+    if (!a.ok()) _exit(3);
+    std::vector<BlockHandle> live;
+    for (std::size_t i = 0; i < kBlocks; ++i) {
+      Block b = (*a)->Allocate(kBlock);
+      if (!b) _exit(4);
+      Fill(b.data(), b.size(), 100 + i);
+      live.push_back(*(*a)->HandleOf(b));
+    }
+    if (!(*a)->Quiesce().ok() || !(*a)->HandOver(s.a.get(), live).ok()) _exit(5);
+    _exit(0);  // without destroying anything: the kernel closes the descriptors and the context
+  }
+  s.a.reset();
+  int status = 0;
+  ASSERT_EQ(::waitpid(predecessor, &status, 0), predecessor);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "process A: " << status;
+
+  std::shared_ptr<VerbsDomain> b_domain = OpenDomain({});
+  std::shared_ptr<VerbsDomain> peer_domain = OpenDomain({});
+  ASSERT_TRUE(b_domain && peer_domain);
+  std::unique_ptr<Pool> peer = MakePool({peer_domain}, 2 * kMiB, 16 * kMiB, 2 * kMiB);
+  auto b = Pool::Adopt(Options(b_domain, kTotal), s.b.get());
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::vector<BlockHandle> live = (*b)->AdoptedBlocks();
+  ASSERT_EQ(live.size(), kBlocks);
+  std::unique_ptr<RcPair> pair = Connect(b_domain->pd(), peer_domain->pd());
+  ASSERT_NE(pair, nullptr);
+  auto access = VerbsRemoteAccess::Create(**b, pair->qp(Side::kA), {});
+  ASSERT_TRUE(access.ok()) << access.status();
+  VerbsRemoteAccess* raw = access->get();
+  pair->SetCompletionHook(Side::kA, [raw](const ibv_wc& wc) { return raw->OnCompletion(wc); });
+  Block into = peer->Allocate(kBlock);
+  std::vector<Block> claimed;
+  for (std::size_t i = 0; i < kBlocks; ++i) {
+    absl::StatusOr<Block> c = (*b)->Claim(live[i]);
+    ASSERT_TRUE(c.ok()) << c.status();
+    claimed.push_back(*c);
+    absl::StatusOr<RemoteGrant> grant = (*access)->Grant(*c, {.read = true});
+    ASSERT_TRUE(grant.ok()) << grant.status();
+    std::memset(into.data(), 0, kBlock);
+    ASSERT_WC(IBV_WC_SUCCESS, pair->Read(Side::kB, ToSge(into), grant->remote()));
+    EXPECT_EQ(FirstMismatch(into.data(), kBlock, 100 + i), -1) << "block " << i;
+  }
+  peer->Deallocate(into);
+  access->reset();
+  pair.reset();
+  for (const Block& c : claimed) (*b)->Deallocate(c);
+}
+
 }  // namespace
 }  // namespace pinpool
