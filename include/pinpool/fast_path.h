@@ -34,17 +34,19 @@
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v1 {
+namespace pinpool::fast_v2 {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
 inline constexpr std::size_t kMaxFastSize = std::size_t{64} << 10;
 
-// A stack of free blocks: [bottom, top) held, top grows towards limit.
+// A stack of free blocks: [bottom, top) held, top grows towards limit. 32 bytes, as a class
+// table row: one shift of the class index addresses both.
 struct Bin {
   void** top = nullptr;
   void** limit = nullptr;
   void** bottom = nullptr;
+  void* reserved = nullptr;
   std::size_t count() const noexcept { return static_cast<std::size_t>(top - bottom); }
 };
 
@@ -74,16 +76,18 @@ struct ClassTable {
   std::uint8_t small[kMaxFastSize / 16 + 1];
   struct Class {
     // Divisibility by `size` for offsets below 2^32: n is a multiple of size exactly when
-    // n * magic <= magic - 1 in 64-bit arithmetic (Lemire, Kaser and Kurz 2019).
+    // n * magic <= limit (magic - 1) in 64-bit arithmetic (Lemire, Kaser and Kurz 2019).
     std::uint64_t magic;
-    std::uint64_t size;  // bytes of a block
+    std::uint64_t limit;
+    std::uint64_t size;      // bytes of a block
+    std::uint64_t reserved;  // 32 bytes a row, as a Bin
   } cls[kNumClasses];
 };
 extern PINPOOL_EXPORT const ClassTable classes;
 
 // A page map entry (internal::PageMap): 0 when no block starts on the page, else
 // (page's offset from its span's start mod class size) << 16 | (pages into the span) << 8 |
-// (class + 1).
+// (class + 1). The map is one array over the pool's whole reserved range, indexed by page.
 using PageEntry = std::atomic<std::uint32_t>;
 inline constexpr unsigned kPageShift = 12;
 
@@ -129,26 +133,26 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
 }
 
 // A free onto this thread's cache of heap `id`: true when done, false when the library must look
-// (then nothing was changed). `pages` is the page map of the chunk p lies in and `page` p's page
-// in it; p is 16-byte aligned and in a mapped chunk. Checks, from the page map, that p is exactly
-// a block's start (so the class is the block's own, whatever size the caller names) and that
-// `size` (0: unknown) fits it; then the free mark.
-PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret,
-                                 const std::atomic<PageEntry*>& pages, std::size_t page, void* p,
-                                 std::size_t size) noexcept {
+// (then nothing was changed). `entry` is the page map's entry for p's page (p is 16-byte aligned
+// and in the pool's range). Checks, from the entry, that p is exactly a block's start (so the
+// class is the block's own, whatever size the caller names) and that `size` (0: unknown) fits
+// it; then the free mark.
+PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::uint32_t entry,
+                                 void* p, std::size_t size) noexcept {
   Slots& t = tls_slots;
   if (__builtin_expect(t.heap_id[0] != id, 0)) return false;
-  const PageEntry* entries = pages.load(std::memory_order_acquire);
-  if (__builtin_expect(entries == nullptr, 0)) return false;
-  const std::uint32_t entry = entries[page].load(std::memory_order_relaxed);
-  const unsigned cls = (entry & 0xff) - 1u;  // 0 (no block here) wraps
-  if (__builtin_expect(cls >= kNumClasses, 0)) return false;
-  const ClassTable::Class& k = classes.cls[cls];
+  if (__builtin_expect(entry == 0, 0)) return false;  // no block starts on this page
+  // The entry's low byte is the class + 1 (1 .. kNumClasses: only the library writes entries).
+  // Class table rows and bins are 32 bytes, so (class + 1) * 32 addresses both, each from one
+  // row before its array: one shift, no range test.
+  const std::uintptr_t row = std::uintptr_t{entry & 0xff} << 5;
+  const auto& k = *reinterpret_cast<const ClassTable::Class*>(
+      reinterpret_cast<std::uintptr_t>(classes.cls) - sizeof(ClassTable::Class) + row);
   // p's offset from its span's start, modulo the class size (the entry's top 16 bits: the
   // page's offset from the span's start modulo the class size).
   const std::uintptr_t offset =
       (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
-  if (__builtin_expect(offset * k.magic > k.magic - 1, 0)) return false;  // not a block's start
+  if (__builtin_expect(offset * k.magic > k.limit, 0)) return false;  // not a block's start
   if (__builtin_expect(size > k.size, 0)) return false;
   // Inlined into a caller that frees the address of a smaller object (a misuse this path sends
   // to the library), the compiler would warn about the 8-byte accesses below: after this it no
@@ -157,7 +161,7 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret,
   const std::uint64_t mark = FreeMark(secret, p);
   if (__builtin_expect(*static_cast<MarkWord*>(p) == mark, 0)) return false;
   CacheHead* c = t.cache[0];
-  Bin& bin = c->bins[cls];
+  Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) - sizeof(Bin) + row);
   if (!Enter(c)) return false;
   void** top = bin.top;
   const std::intptr_t room =
@@ -174,6 +178,6 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret,
   return true;
 }
 
-}  // namespace pinpool::fast_v1
+}  // namespace pinpool::fast_v2
 
 #endif  // PINPOOL_FAST_PATH_H_
