@@ -10,7 +10,7 @@
 // check rejects) calls into the library, which decides and aborts on misuse naming the rule.
 //
 // ABI: what is here is compiled into programs, so its layout is part of libpinpool's ABI: the
-// per-thread slots, a cache's handshake words, byte room and bins, the class table's shape, the
+// per-thread slots, a cache's handshake words and bins, the class table's shape, the
 // free mark (secret ^ address in a free block's first word) and the page map's entry encoding
 // (internal::PageMap). The namespace carries a version: any change to any of them renames it
 // (v2, ...), so a program built against other headers fails to load (an undefined symbol:
@@ -40,8 +40,11 @@ inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
 inline constexpr std::size_t kMaxFastSize = std::size_t{64} << 10;
 
-// A stack of free blocks: [bottom, top) held, top grows towards limit. 32 bytes, as a class
-// table row: one shift of the class index addresses both.
+// A stack of free blocks: [bottom, top) held, top grows towards limit. limit - bottom is the
+// bin's capacity, which the library sets so that the capacities of all of a cache's bins never
+// pass the thread's byte budget: a push tests only its bin's limit. top is written through
+// SetTop (an atomic store, a plain mov), so that another thread may read it for stats. 32 bytes,
+// as a class table row: one shift of the class index addresses both.
 struct Bin {
   void** top = nullptr;
   void** limit = nullptr;
@@ -49,13 +52,14 @@ struct Bin {
   void* reserved = nullptr;
   std::size_t count() const noexcept { return static_cast<std::size_t>(top - bottom); }
 };
+PINPOOL_FAST_INLINE void SetTop(Bin& bin, void** top) noexcept {
+  std::atomic_ref<void**>(bin.top).store(top, std::memory_order_relaxed);
+}
 
 // The head of a thread's cache of one pool (the rest is the library's: internal::ThreadCache).
 struct CacheHead {
   std::atomic<std::uint32_t> busy{0};   // the owner is touching the bins
   std::atomic<std::uint32_t> drain{0};  // another thread wants them emptied
-  // Bytes the bins may still take: the thread's budget less what they hold.
-  std::atomic<std::intptr_t> room{0};
   Bin bins[kNumClasses];
 };
 
@@ -74,20 +78,30 @@ extern PINPOOL_EXPORT constinit thread_local Slots tls_slots
 struct ClassTable {
   // The class of `size` bytes (1 .. kMaxFastSize) is small[(size + 15) >> 4].
   std::uint8_t small[kMaxFastSize / 16 + 1];
+  // Row c + 1 is class c's (32 bytes, as a Bin: a page map entry & 0xfe0 is the row's byte
+  // offset); row 0 is all zero, for page map entries of 0, and fails every test below.
   struct Class {
     // Divisibility by `size` for offsets below 2^32: n is a multiple of size exactly when
-    // n * magic <= limit (magic - 1) in 64-bit arithmetic (Lemire, Kaser and Kurz 2019).
+    // n * magic < magic in 64-bit arithmetic (Lemire, Kaser and Kurz 2019). With magic 0
+    // (row 0), nothing is.
     std::uint64_t magic;
-    std::uint64_t limit;
-    std::uint64_t size;      // bytes of a block
-    std::uint64_t reserved;  // 32 bytes a row, as a Bin
-  } cls[kNumClasses];
+    std::uint64_t size;  // bytes of a block
+    std::uint64_t reserved[2];
+  } cls[kNumClasses + 1];
 };
 extern PINPOOL_EXPORT const ClassTable classes;
+#ifdef PINPOOL_BUILDING_LIBRARY
+// Inside libpinpool.so, the inline paths (the C API's, a named class's free) read an identical
+// hidden copy: PC-relative, without the GOT load an exported symbol costs in a shared library.
+extern __attribute__((visibility("hidden"))) const ClassTable library_classes;
+PINPOOL_FAST_INLINE const ClassTable& Classes() noexcept { return library_classes; }
+#else
+PINPOOL_FAST_INLINE const ClassTable& Classes() noexcept { return classes; }
+#endif
 
 // A page map entry (internal::PageMap): 0 when no block starts on the page, else
-// (page's offset from its span's start mod class size) << 16 | (pages into the span) << 8 |
-// (class + 1). The map is one array over the pool's whole reserved range, indexed by page.
+// (page's offset from its span's start mod class size) << 16 | (pages into the span) << 12 |
+// (class + 1) << 5. The map is one array over the pool's whole reserved range, indexed by page.
 using PageEntry = std::atomic<std::uint32_t>;
 inline constexpr unsigned kPageShift = 12;
 
@@ -114,19 +128,17 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   Slots& t = tls_slots;
   if (__builtin_expect(t.heap_id[0] != id, 0)) return nullptr;
   CacheHead* c = t.cache[0];
-  const unsigned cls = classes.small[(size + 15) >> 4];
-  Bin& bin = c->bins[cls];
+  // The bin's byte offset, computed once (32-byte bins): the pop's loads and its store share it.
+  const std::uintptr_t row = std::uintptr_t{Classes().small[(size + 15) >> 4]} << 5;
+  Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) + row);
   if (!Enter(c)) return nullptr;
   void** top = bin.top;
   if (__builtin_expect(top == bin.bottom, 0)) {
     Leave(c);
     return nullptr;
   }
-  bin.top = --top;
+  SetTop(bin, --top);
   void* p = *top;
-  c->room.store(
-      c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(classes.cls[cls].size),
-      std::memory_order_relaxed);
   Leave(c);
   *static_cast<MarkWord*>(p) = 0;  // no longer free
   return p;
@@ -141,18 +153,18 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::ui
                                  void* p, std::size_t size) noexcept {
   Slots& t = tls_slots;
   if (__builtin_expect(t.heap_id[0] != id, 0)) return false;
-  if (__builtin_expect(entry == 0, 0)) return false;  // no block starts on this page
-  // The entry's low byte is the class + 1 (1 .. kNumClasses: only the library writes entries).
-  // Class table rows and bins are 32 bytes, so (class + 1) * 32 addresses both, each from one
-  // row before its array: one shift, no range test.
-  const std::uintptr_t row = std::uintptr_t{entry & 0xff} << 5;
+  // The entry's bits 5..11 are the class + 1 (only the library writes entries), so entry & 0xfe0
+  // is the byte offset of the class's row; an entry of 0 (no block starts on this page) selects
+  // row 0, which fails the block start test. Bins are 32 bytes too, from class 0: the bin is one
+  // row before. No range test, no test for 0.
+  const std::uintptr_t row = entry & 0xfe0;
   const auto& k = *reinterpret_cast<const ClassTable::Class*>(
-      reinterpret_cast<std::uintptr_t>(classes.cls) - sizeof(ClassTable::Class) + row);
+      reinterpret_cast<std::uintptr_t>(Classes().cls) + row);
   // p's offset from its span's start, modulo the class size (the entry's top 16 bits: the
   // page's offset from the span's start modulo the class size).
   const std::uintptr_t offset =
       (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
-  if (__builtin_expect(offset * k.magic > k.limit, 0)) return false;  // not a block's start
+  if (__builtin_expect(offset * k.magic >= k.magic, 0)) return false;  // not a block's start
   if (__builtin_expect(size > k.size, 0)) return false;
   // Inlined into a caller that frees the address of a smaller object (a misuse this path sends
   // to the library), the compiler would warn about the 8-byte accesses below: after this it no
@@ -164,16 +176,13 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::ui
   Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) - sizeof(Bin) + row);
   if (!Enter(c)) return false;
   void** top = bin.top;
-  const std::intptr_t room =
-      c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
-  if (__builtin_expect(top == bin.limit || room < 0, 0)) {
+  if (__builtin_expect(top == bin.limit, 0)) {
     Leave(c);
     return false;
   }
   *static_cast<MarkWord*>(p) = mark;
   *top = p;
-  bin.top = top + 1;
-  c->room.store(room, std::memory_order_relaxed);
+  SetTop(bin, top + 1);
   Leave(c);
   return true;
 }

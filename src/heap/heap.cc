@@ -486,7 +486,7 @@ namespace {
 constexpr ClassTable MakeClassTable() {
   ClassTable t{};
   for (unsigned c = 0; c < kNumClasses; ++c) {
-    t.cls[c] = {internal::Class(c).magic, internal::Class(c).magic - 1, internal::ClassSize(c), 0};
+    t.cls[c + 1] = {internal::Class(c).magic, internal::ClassSize(c), {}};
   }
   for (std::size_t i = 0; i <= kMaxFastSize / 16; ++i) {
     t.small[i] = static_cast<std::uint8_t>(internal::ComputeSizeClass(i == 0 ? 1 : i * 16));
@@ -496,5 +496,6 @@ constexpr ClassTable MakeClassTable() {
 }  // namespace
 
 constinit const ClassTable classes = MakeClassTable();
+constinit const ClassTable library_classes = MakeClassTable();
 
 }  // namespace pinpool::fast_v2

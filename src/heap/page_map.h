@@ -10,11 +10,14 @@
 // or mask. An entry is
 //   0                            no block starts on this page: free space, or a page of a large
 //                                block other than its first
-//   (rest << 16) | (delta << 8) | (class + 1)
-//                                the page lies `delta` (< 256) pages into a span of class `class`:
+//   (rest << 16) | (delta << 12) | ((class + 1) << 5)
+//                                the page lies `delta` (< 16) pages into a span of class `class`:
 //                                a slab (every page carries its entry, at most 16 pages) or a
 //                                large block (only its first page does, delta 0); `rest` is
-//                                (delta pages) mod (class size), below 16 KiB
+//                                (delta pages) mod (class size), below 16 KiB. The class + 1 is
+//                                pre-shifted by 5: entry & 0xfe0 is the byte offset of the class's
+//                                32-byte row in the inline path's class table, whose row 0 (an
+//                                entry of 0) fails every test (pinpool/fast_path.h)
 // so a pointer p with entry e != 0 is a block's start exactly when (p - span start) is a multiple
 // of the class size (IsBlockOffset), that is when (p mod page) + rest is (PageOffset: the inline
 // fast path's test, pinpool/fast_path.h, which needs no multiplication by the page size). Beside
@@ -47,17 +50,17 @@ using PageEntry = std::atomic<std::uint32_t>;
 
 class PageMap {
  public:
-  // `delta` is below 256 for a slab's pages and 0 for a large block (its first page).
-  static constexpr std::size_t kMaxDelta = 255;
+  // `delta` is below 16 for a slab's pages and 0 for a large block (its first page).
+  static constexpr std::size_t kMaxDelta = 15;
   static constexpr std::uint32_t Encode(unsigned cls, std::size_t delta) noexcept {
     const std::size_t rest = (delta << kPageShift) % ClassSize(cls);
-    return static_cast<std::uint32_t>((rest << 16) | (delta << 8)) | (cls + 1);
+    return static_cast<std::uint32_t>((rest << 16) | (delta << 12) | ((cls + 1) << 5));
   }
   // The class an entry names, or kNumClasses or more when the entry is 0 (no block starts here).
   static constexpr unsigned ClassOf(std::uint32_t entry) noexcept {
-    return (entry & 0xff) - 1u;  // 0 wraps to a huge value
+    return ((entry >> 5) & 0x7f) - 1u;  // 0 wraps to a huge value
   }
-  static constexpr std::size_t DeltaOf(std::uint32_t entry) noexcept { return (entry >> 8) & 0xff; }
+  static constexpr std::size_t DeltaOf(std::uint32_t entry) noexcept { return (entry >> 12) & 0xf; }
   // The start of the span an entry (naming a class) describes, for any address on that page.
   static constexpr std::uintptr_t SpanStart(std::uint32_t entry, std::uintptr_t p) noexcept {
     return ((p >> kPageShift) - DeltaOf(entry)) << kPageShift;

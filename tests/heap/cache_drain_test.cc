@@ -1,6 +1,7 @@
 // The heap's caches are bounded and given back (src/heap/heap.h, "Drained caches"):
 //  - a thread's cache never holds more than its byte budget, the transfer stacks never more than
-//    theirs, and the stats say so;
+//    theirs, and the stats say so, also when another thread reads them while the owner pushes
+//    and pops (the bins' tops are read atomically: ThreadCache::held_bytes);
 //  - when the budget is spent, an allocation drains the caches of other threads, including a
 //    thread that sits idle and never calls the pool again, before it gives up: memory such a
 //    thread freed serves the allocation;
@@ -63,6 +64,41 @@ TEST(CacheDrainTest, CachesKeepToTheirBudgetsAndTheStatsSaySo) {
   }).join();
   // The thread is gone: its cache went back.
   EXPECT_EQ(pool->GetStats().thread_cache_bytes, 0u);
+}
+
+TEST(CacheDrainTest, StatsReadWhileTheOwnerChurnsCountItsCacheWithinTheBudget) {
+  // The owner touches only its cache's fast path and slow path; this thread reads the stats,
+  // which count what the owner's bins hold, at the same time (ThreadSanitizer checks the reads).
+  auto pool = Pool::Create(Options()).value();
+  std::atomic<bool> done{false};
+  std::thread owner([&] {
+    std::mt19937_64 rng(11);
+    std::vector<Block> held;
+    for (int i = 0; i < 200000; ++i) {
+      if (held.size() < 300 && rng() % 2) {
+        Block b = pool->Allocate(std::size_t{16} << (rng() % 13));  // 16 B .. 64 KiB
+        ASSERT_TRUE(b);
+        held.push_back(b);
+      } else if (!held.empty()) {
+        const std::size_t k = rng() % held.size();
+        pool->Deallocate(held[k]);
+        held[k] = held.back();
+        held.pop_back();
+      }
+    }
+    for (Block& b : held) pool->Deallocate(b);
+    done.store(true);
+  });
+  std::size_t reads = 0, nonzero = 0;
+  while (!done.load()) {
+    const PoolStats s = pool->GetStats();
+    ASSERT_LE(s.thread_cache_bytes, s.thread_cache_limit_bytes) << "read " << reads;
+    nonzero += s.thread_cache_bytes != 0;
+    ++reads;
+  }
+  owner.join();
+  EXPECT_GT(nonzero, 0u) << "the reads saw the owner's cache hold blocks";
+  EXPECT_EQ(pool->GetStats().thread_cache_bytes, 0u) << "the owner is gone: its cache went back";
 }
 
 // A thread that freed memory and then sleeps, never calling the pool again until told to.
