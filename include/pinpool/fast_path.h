@@ -5,22 +5,25 @@
 // Why inline: a call into libpinpool.so costs a PLT jump, a call and a return each way, a Block
 // returned through memory (24 bytes: not in registers) and the saving of the caller's registers;
 // together they were half of an allocate + free pair. Inlined, a pair costs what tcmalloc's does
-// (docs/benchmarks.md, "Instructions per pair"). Everything that misses (no cache yet, an empty
-// or full bin, a pending drain, sizes above kMaxFastSize or alignments above 16, anything a free
-// check rejects) calls into the library, which decides and aborts on misuse naming the rule.
+// (docs/instruction-counts.md). Everything that misses (no cache yet, an empty or full bin, a
+// pending drain, sizes above kMaxFastSize or alignments above 16, anything a free check rejects)
+// calls into the library, which decides and aborts on misuse naming the rule.
 //
 // ABI: what is here is compiled into programs, so its layout is part of libpinpool's ABI: the
-// per-thread slots, a cache's handshake words and bins, the class table's shape, the
-// free mark (secret ^ address in a free block's first word) and the page map's entry encoding
-// (internal::PageMap). The namespace carries a version: any change to any of them renames it
-// (v2, ...), so a program built against other headers fails to load (an undefined symbol:
+// per-thread slots, a cache's handshake words and bins (a bin's capacity is its limit), the class
+// table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
+// address in a free block's first word), the page map's entry encoding (internal::PageMap) and
+// the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
+// change to any of them renames it (v1 had per-chunk page map arrays and a byte count per
+// cache), so a program built against other headers fails to load (an undefined symbol:
 // tls_slots or classes) instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
 // exported `classes`, so a new library may change them without a rebuild.
 //
 // Thread safety: the slots are this thread's; a cache is its owner's, but for the drain
 // handshake with other threads (src/heap/heap.h): `busy` set around every touch of the bins,
-// `drain` read after setting it (another thread's membarrier orders the two).
+// `drain` read after setting it (another thread's membarrier orders the two); and a bin's top,
+// which other threads read for stats (written through SetTop).
 #ifndef PINPOOL_FAST_PATH_H_
 #define PINPOOL_FAST_PATH_H_
 

@@ -31,6 +31,24 @@ PoolOptions Options() {
   return o;
 }
 
+// One step of a random churn: while fewer than `most` blocks are held, allocates a block of
+// 16 B << (0 .. shifts - 1) unless the rng says free (1 in `odds`); else frees a random held
+// block. False when an allocation failed.
+bool ChurnStep(Pool& pool, std::mt19937_64& rng, std::vector<Block>& held, std::size_t most,
+               unsigned odds, unsigned shifts) {
+  if (held.size() < most && rng() % odds) {
+    Block b = pool.Allocate(std::size_t{16} << (rng() % shifts));
+    if (!b) return false;
+    held.push_back(b);
+  } else if (!held.empty()) {
+    const std::size_t k = rng() % held.size();
+    pool.Deallocate(held[k]);
+    held[k] = held.back();
+    held.pop_back();
+  }
+  return true;
+}
+
 TEST(CacheDrainTest, CachesKeepToTheirBudgetsAndTheStatsSaySo) {
   auto pool = Pool::Create(Options()).value();
   const PoolStats limits = pool->GetStats();
@@ -40,16 +58,7 @@ TEST(CacheDrainTest, CachesKeepToTheirBudgetsAndTheStatsSaySo) {
     std::mt19937_64 rng(5);
     std::vector<Block> held;
     for (int i = 0; i < 4000; ++i) {
-      if (held.size() < 200 && rng() % 3) {
-        Block b = pool->Allocate(std::size_t{16} << (rng() % 15));  // 16 B .. 256 KiB
-        ASSERT_TRUE(b);
-        held.push_back(b);
-      } else if (!held.empty()) {
-        const std::size_t k = rng() % held.size();
-        pool->Deallocate(held[k]);
-        held[k] = held.back();
-        held.pop_back();
-      }
+      ASSERT_TRUE(ChurnStep(*pool, rng, held, 200, 3, 15));  // 16 B .. 256 KiB
       if (i % 50 == 0) {
         const PoolStats s = pool->GetStats();
         ASSERT_LE(s.thread_cache_bytes, s.thread_cache_limit_bytes) << "op " << i;
@@ -75,16 +84,7 @@ TEST(CacheDrainTest, StatsReadWhileTheOwnerChurnsCountItsCacheWithinTheBudget) {
     std::mt19937_64 rng(11);
     std::vector<Block> held;
     for (int i = 0; i < 200000; ++i) {
-      if (held.size() < 300 && rng() % 2) {
-        Block b = pool->Allocate(std::size_t{16} << (rng() % 13));  // 16 B .. 64 KiB
-        ASSERT_TRUE(b);
-        held.push_back(b);
-      } else if (!held.empty()) {
-        const std::size_t k = rng() % held.size();
-        pool->Deallocate(held[k]);
-        held[k] = held.back();
-        held.pop_back();
-      }
+      ASSERT_TRUE(ChurnStep(*pool, rng, held, 300, 2, 13));  // 16 B .. 64 KiB
     }
     for (Block& b : held) pool->Deallocate(b);
     done.store(true);
