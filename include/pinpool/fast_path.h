@@ -108,6 +108,12 @@ PINPOOL_FAST_INLINE const ClassTable& Classes() noexcept { return classes; }
 using PageEntry = std::atomic<std::uint32_t>;
 inline constexpr unsigned kPageShift = 12;
 
+// True when `offset` (below 2^32: from a span's start) is a multiple of the class's size; never
+// for row 0.
+PINPOOL_FAST_INLINE bool AtBlockStart(const ClassTable::Class& k, std::uintptr_t offset) noexcept {
+  return offset * k.magic < k.magic;
+}
+
 // A free block's first word.
 inline std::uint64_t FreeMark(std::uint64_t secret, const void* p) noexcept {
   return secret ^ reinterpret_cast<std::uintptr_t>(p);
@@ -167,7 +173,7 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::ui
   // page's offset from the span's start modulo the class size).
   const std::uintptr_t offset =
       (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
-  if (__builtin_expect(offset * k.magic >= k.magic, 0)) return false;  // not a block's start
+  if (__builtin_expect(!AtBlockStart(k, offset), 0)) return false;
   if (__builtin_expect(size > k.size, 0)) return false;
   // Inlined into a caller that frees the address of a smaller object (a misuse this path sends
   // to the library), the compiler would warn about the 8-byte accesses below: after this it no

@@ -1,6 +1,8 @@
 // PageMap (src/heap/page_map.h): entries encode a class and the distance to the span's start;
 // IsBlockStart accepts exactly the block starts of a slab or a large block and nothing else; a
-// lookup outside the range, or in a chunk the heap has not taken, finds no block.
+// lookup outside the range, or in a chunk the heap has not taken, finds no block. The inline
+// free (pinpool/fast_path.h) reads the same entries: the row an entry selects is its class's,
+// and an entry of 0 selects a row where nothing is a block's start.
 #include "heap/page_map.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +10,7 @@
 #include <cstdint>
 
 #include "heap/metadata.h"
+#include "pinpool/fast_path.h"
 
 namespace pinpool::internal {
 namespace {
@@ -67,6 +70,27 @@ TEST(PageMapTest, ALargeBlockStartsOnlyAtItsFirstByte) {
     EXPECT_FALSE(PageMap::IsBlockStart(PageMap::Encode(c, 0), span + off, &cls)) << off;
   }
   EXPECT_FALSE(PageMap::IsBlockStart(0, span + kPageSize, &cls)) << "later pages carry no entry";
+}
+
+TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
+  const fast_v2::ClassTable& table = fast_v2::classes;
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    for (std::size_t delta = 0; delta <= (IsSlabClass(c) ? PageMap::kMaxDelta : 0); ++delta) {
+      const std::uint32_t e = PageMap::Encode(c, delta);
+      const std::size_t row = (e & 0xfe0) / sizeof(fast_v2::ClassTable::Class);
+      ASSERT_EQ(row, c + 1) << c << " " << delta;
+      ASSERT_EQ(table.cls[row].size, ClassSize(c));
+    }
+    // The inline test agrees with the heap's on every 16-byte offset of a span of the class.
+    const std::size_t span = IsSlabClass(c) ? Class(c).pages * kPageSize : kPageSize;
+    for (std::uintptr_t off = 0; off < span && off < (1u << 20); off += 16) {
+      ASSERT_EQ(fast_v2::AtBlockStart(table.cls[c + 1], off), IsBlockOffset(c, off))
+          << c << " " << off;
+    }
+  }
+  for (std::uintptr_t off = 0; off < (1u << 17); off += 16) {
+    ASSERT_FALSE(fast_v2::AtBlockStart(table.cls[0], off)) << "row 0 at offset " << off;
+  }
 }
 
 TEST(PageMapTest, LookupsFindOnlyWhatWasRecorded) {
