@@ -10,20 +10,19 @@
 // calls into the library, which decides and aborts on misuse naming the rule.
 //
 // ABI: what is here is compiled into programs, so its layout is part of libpinpool's ABI: the
-// per-thread slots, a cache's handshake words and bins (a bin's capacity is its limit), the class
+// per-thread slots, a cache's handshake words, byte room and bins, the class
 // table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
 // address in a free block's first word), the page map's entry encoding (internal::PageMap) and
 // the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
-// change to any of them renames it (v1 had per-chunk page map arrays and a byte count per
-// cache), so a program built against other headers fails to load (an undefined symbol:
+// change to any of them renames it (v1 had per-chunk page map arrays and another class table),
+// so a program built against other headers fails to load (an undefined symbol:
 // tls_slots or classes) instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
 // exported `classes`, so a new library may change them without a rebuild.
 //
 // Thread safety: the slots are this thread's; a cache is its owner's, but for the drain
 // handshake with other threads (src/heap/heap.h): `busy` set around every touch of the bins,
-// `drain` read after setting it (another thread's membarrier orders the two); and a bin's top,
-// which other threads read for stats (written through SetTop).
+// `drain` read after setting it (another thread's membarrier orders the two).
 #ifndef PINPOOL_FAST_PATH_H_
 #define PINPOOL_FAST_PATH_H_
 
@@ -43,11 +42,8 @@ inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
 inline constexpr std::size_t kMaxFastSize = std::size_t{64} << 10;
 
-// A stack of free blocks: [bottom, top) held, top grows towards limit. limit - bottom is the
-// bin's capacity, which the library sets so that the capacities of all of a cache's bins never
-// pass the thread's byte budget: a push tests only its bin's limit. top is written through
-// SetTop (an atomic store, a plain mov), so that another thread may read it for stats. 32 bytes,
-// as a class table row: one shift of the class index addresses both.
+// A stack of free blocks: [bottom, top) held, top grows towards limit. 32 bytes, as a class
+// table row: one shift of the class index addresses both.
 struct Bin {
   void** top = nullptr;
   void** limit = nullptr;
@@ -55,14 +51,13 @@ struct Bin {
   void* reserved = nullptr;
   std::size_t count() const noexcept { return static_cast<std::size_t>(top - bottom); }
 };
-PINPOOL_FAST_INLINE void SetTop(Bin& bin, void** top) noexcept {
-  std::atomic_ref<void**>(bin.top).store(top, std::memory_order_relaxed);
-}
 
 // The head of a thread's cache of one pool (the rest is the library's: internal::ThreadCache).
 struct CacheHead {
   std::atomic<std::uint32_t> busy{0};   // the owner is touching the bins
   std::atomic<std::uint32_t> drain{0};  // another thread wants them emptied
+  // Bytes the bins may still take: the thread's budget less what they hold.
+  std::atomic<std::intptr_t> room{0};
   Bin bins[kNumClasses];
 };
 
@@ -146,8 +141,13 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
     Leave(c);
     return nullptr;
   }
-  SetTop(bin, --top);
+  bin.top = --top;
   void* p = *top;
+  // The class's row is one after the bin's offset (row 0 is the page map's "no block here").
+  const auto& k = *reinterpret_cast<const ClassTable::Class*>(
+      reinterpret_cast<std::uintptr_t>(Classes().cls) + sizeof(ClassTable::Class) + row);
+  c->room.store(c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(k.size),
+                std::memory_order_relaxed);
   Leave(c);
   *static_cast<MarkWord*>(p) = 0;  // no longer free
   return p;
@@ -184,14 +184,18 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::ui
   CacheHead* c = t.cache[0];
   Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) - sizeof(Bin) + row);
   if (!Enter(c)) return false;
+  // The budget first: the subtraction's sign is the test.
+  const std::intptr_t room =
+      c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
   void** top = bin.top;
-  if (__builtin_expect(top == bin.limit, 0)) {
+  if (__builtin_expect(room < 0 || top == bin.limit, 0)) {
     Leave(c);
     return false;
   }
   *static_cast<MarkWord*>(p) = mark;
   *top = p;
-  SetTop(bin, top + 1);
+  bin.top = top + 1;
+  c->room.store(room, std::memory_order_relaxed);
   Leave(c);
   return true;
 }

@@ -1,8 +1,7 @@
 // Heap: sub-allocation of a pool's chunks, in four layers (docs/design.md, "heap"):
 //
-//   thread caches     per thread and pool: a stack of free blocks per size class, each bounded
-//   (ThreadCache)     by a capacity, the capacities by a byte budget per thread. Allocate pops,
-//                     free pushes.
+//   thread caches     per thread and pool: a stack of free blocks per size class, bounded by a
+//   (ThreadCache)     count per class and a byte budget per thread. Allocate pops, free pushes.
 //   central layer     shared: per class, a transfer stack of blocks flushed by any thread and
 //   (CentralCache)    handed to any other, and the slabs with free blocks; its own lock per class.
 //   page heap         whole pages in spans (a slab, or one large block), segregated free lists,
@@ -110,8 +109,11 @@ class Heap {
       fast_v2::Leave(c);
       return nullptr;
     }
-    fast_v2::SetTop(bin, --top);
+    bin.top = --top;
     void* p = *top;
+    c->room.store(
+        c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassSize(cls)),
+        std::memory_order_relaxed);
     fast_v2::Leave(c);
     SetFirstWord(p, 0);  // no longer free
     return p;
