@@ -1,7 +1,7 @@
 // The heap's caches are bounded and given back (src/heap/heap.h, "Drained caches"):
 //  - a thread's cache never holds more than its byte budget, the transfer stacks never more than
 //    theirs, and the stats say so, also when another thread reads them while the owner pushes
-//    and pops (the bins' tops are read atomically: ThreadCache::held_bytes);
+//    and pops (ThreadSanitizer checks the reads);
 //  - when the budget is spent, an allocation drains the caches of other threads, including a
 //    thread that sits idle and never calls the pool again, before it gives up: memory such a
 //    thread freed serves the allocation;
