@@ -5,15 +5,17 @@
 // Why inline: a call into libpinpool.so costs a PLT jump, a call and a return each way, a Block
 // returned through memory (24 bytes: not in registers) and the saving of the caller's registers;
 // together they were half of an allocate + free pair. Inlined, a pair costs what tcmalloc's does
-// (docs/benchmarks.md, "Instructions per pair"). Everything that misses (no cache yet, an empty
-// or full bin, a pending drain, sizes above kMaxFastSize or alignments above 16, anything a free
-// check rejects) calls into the library, which decides and aborts on misuse naming the rule.
+// (docs/instruction-counts.md). Everything that misses (no cache yet, an empty or full bin, a
+// pending drain, sizes above kMaxFastSize or alignments above 16, anything a free check rejects)
+// calls into the library, which decides and aborts on misuse naming the rule.
 //
 // ABI: what is here is compiled into programs, so its layout is part of libpinpool's ABI: the
-// per-thread slots, a cache's handshake words, byte room and bins, the class table's shape, the
-// free mark (secret ^ address in a free block's first word) and the page map's entry encoding
-// (internal::PageMap). The namespace carries a version: any change to any of them renames it
-// (v2, ...), so a program built against other headers fails to load (an undefined symbol:
+// per-thread slots, a cache's handshake words, byte room and bins, the class
+// table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
+// address in a free block's first word), the page map's entry encoding (internal::PageMap) and
+// the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
+// change to any of them renames it (v1 had per-chunk page map arrays and another class table),
+// so a program built against other headers fails to load (an undefined symbol:
 // tls_slots or classes) instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
 // exported `classes`, so a new library may change them without a rebuild.
@@ -34,17 +36,19 @@
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v1 {
+namespace pinpool::fast_v2 {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
 inline constexpr std::size_t kMaxFastSize = std::size_t{64} << 10;
 
-// A stack of free blocks: [bottom, top) held, top grows towards limit.
+// A stack of free blocks: [bottom, top) held, top grows towards limit. 32 bytes, as a class
+// table row: one shift of the class index addresses both.
 struct Bin {
   void** top = nullptr;
   void** limit = nullptr;
   void** bottom = nullptr;
+  void* reserved = nullptr;
   std::size_t count() const noexcept { return static_cast<std::size_t>(top - bottom); }
 };
 
@@ -72,20 +76,38 @@ extern PINPOOL_EXPORT constinit thread_local Slots tls_slots
 struct ClassTable {
   // The class of `size` bytes (1 .. kMaxFastSize) is small[(size + 15) >> 4].
   std::uint8_t small[kMaxFastSize / 16 + 1];
+  // Row c + 1 is class c's (32 bytes, as a Bin: a page map entry & 0xfe0 is the row's byte
+  // offset); row 0 is all zero, for page map entries of 0, and fails every test below.
   struct Class {
     // Divisibility by `size` for offsets below 2^32: n is a multiple of size exactly when
-    // n * magic <= magic - 1 in 64-bit arithmetic (Lemire, Kaser and Kurz 2019).
+    // n * magic < magic in 64-bit arithmetic (Lemire, Kaser and Kurz 2019). With magic 0
+    // (row 0), nothing is.
     std::uint64_t magic;
     std::uint64_t size;  // bytes of a block
-  } cls[kNumClasses];
+    std::uint64_t reserved[2];
+  } cls[kNumClasses + 1];
 };
 extern PINPOOL_EXPORT const ClassTable classes;
+#ifdef PINPOOL_BUILDING_LIBRARY
+// Inside libpinpool.so, the inline paths (the C API's, a named class's free) read an identical
+// hidden copy: PC-relative, without the GOT load an exported symbol costs in a shared library.
+extern __attribute__((visibility("hidden"))) const ClassTable library_classes;
+PINPOOL_FAST_INLINE const ClassTable& Classes() noexcept { return library_classes; }
+#else
+PINPOOL_FAST_INLINE const ClassTable& Classes() noexcept { return classes; }
+#endif
 
 // A page map entry (internal::PageMap): 0 when no block starts on the page, else
-// (page's offset from its span's start mod class size) << 16 | (pages into the span) << 8 |
-// (class + 1).
+// (page's offset from its span's start mod class size) << 16 | (pages into the span) << 12 |
+// (class + 1) << 5. The map is one array over the pool's whole reserved range, indexed by page.
 using PageEntry = std::atomic<std::uint32_t>;
 inline constexpr unsigned kPageShift = 12;
+
+// True when `offset` (below 2^32: from a span's start) is a multiple of the class's size; never
+// for row 0.
+PINPOOL_FAST_INLINE bool AtBlockStart(const ClassTable::Class& k, std::uintptr_t offset) noexcept {
+  return offset * k.magic < k.magic;
+}
 
 // A free block's first word.
 inline std::uint64_t FreeMark(std::uint64_t secret, const void* p) noexcept {
@@ -110,8 +132,9 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   Slots& t = tls_slots;
   if (__builtin_expect(t.heap_id[0] != id, 0)) return nullptr;
   CacheHead* c = t.cache[0];
-  const unsigned cls = classes.small[(size + 15) >> 4];
-  Bin& bin = c->bins[cls];
+  // The bin's byte offset, computed once (32-byte bins): the pop's loads and its store share it.
+  const std::uintptr_t row = std::uintptr_t{Classes().small[(size + 15) >> 4]} << 5;
+  Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) + row);
   if (!Enter(c)) return nullptr;
   void** top = bin.top;
   if (__builtin_expect(top == bin.bottom, 0)) {
@@ -120,35 +143,37 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   }
   bin.top = --top;
   void* p = *top;
-  c->room.store(
-      c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(classes.cls[cls].size),
-      std::memory_order_relaxed);
+  // The class's row is one after the bin's offset (row 0 is the page map's "no block here").
+  const auto& k = *reinterpret_cast<const ClassTable::Class*>(
+      reinterpret_cast<std::uintptr_t>(Classes().cls) + sizeof(ClassTable::Class) + row);
+  c->room.store(c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(k.size),
+                std::memory_order_relaxed);
   Leave(c);
   *static_cast<MarkWord*>(p) = 0;  // no longer free
   return p;
 }
 
 // A free onto this thread's cache of heap `id`: true when done, false when the library must look
-// (then nothing was changed). `pages` is the page map of the chunk p lies in and `page` p's page
-// in it; p is 16-byte aligned and in a mapped chunk. Checks, from the page map, that p is exactly
-// a block's start (so the class is the block's own, whatever size the caller names) and that
-// `size` (0: unknown) fits it; then the free mark.
-PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret,
-                                 const std::atomic<PageEntry*>& pages, std::size_t page, void* p,
-                                 std::size_t size) noexcept {
+// (then nothing was changed). `entry` is the page map's entry for p's page (p is 16-byte aligned
+// and in the pool's range). Checks, from the entry, that p is exactly a block's start (so the
+// class is the block's own, whatever size the caller names) and that `size` (0: unknown) fits
+// it; then the free mark.
+PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::uint32_t entry,
+                                 void* p, std::size_t size) noexcept {
   Slots& t = tls_slots;
   if (__builtin_expect(t.heap_id[0] != id, 0)) return false;
-  const PageEntry* entries = pages.load(std::memory_order_acquire);
-  if (__builtin_expect(entries == nullptr, 0)) return false;
-  const std::uint32_t entry = entries[page].load(std::memory_order_relaxed);
-  const unsigned cls = (entry & 0xff) - 1u;  // 0 (no block here) wraps
-  if (__builtin_expect(cls >= kNumClasses, 0)) return false;
-  const ClassTable::Class& k = classes.cls[cls];
+  // The entry's bits 5..11 are the class + 1 (only the library writes entries), so entry & 0xfe0
+  // is the byte offset of the class's row; an entry of 0 (no block starts on this page) selects
+  // row 0, which fails the block start test. Bins are 32 bytes too, from class 0: the bin is one
+  // row before. No range test, no test for 0.
+  const std::uintptr_t row = entry & 0xfe0;
+  const auto& k = *reinterpret_cast<const ClassTable::Class*>(
+      reinterpret_cast<std::uintptr_t>(Classes().cls) + row);
   // p's offset from its span's start, modulo the class size (the entry's top 16 bits: the
   // page's offset from the span's start modulo the class size).
   const std::uintptr_t offset =
       (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
-  if (__builtin_expect(offset * k.magic > k.magic - 1, 0)) return false;  // not a block's start
+  if (__builtin_expect(!AtBlockStart(k, offset), 0)) return false;
   if (__builtin_expect(size > k.size, 0)) return false;
   // Inlined into a caller that frees the address of a smaller object (a misuse this path sends
   // to the library), the compiler would warn about the 8-byte accesses below: after this it no
@@ -157,12 +182,13 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret,
   const std::uint64_t mark = FreeMark(secret, p);
   if (__builtin_expect(*static_cast<MarkWord*>(p) == mark, 0)) return false;
   CacheHead* c = t.cache[0];
-  Bin& bin = c->bins[cls];
+  Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) - sizeof(Bin) + row);
   if (!Enter(c)) return false;
-  void** top = bin.top;
+  // The budget first: the subtraction's sign is the test.
   const std::intptr_t room =
       c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
-  if (__builtin_expect(top == bin.limit || room < 0, 0)) {
+  void** top = bin.top;
+  if (__builtin_expect(room < 0 || top == bin.limit, 0)) {
     Leave(c);
     return false;
   }
@@ -174,6 +200,6 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret,
   return true;
 }
 
-}  // namespace pinpool::fast_v1
+}  // namespace pinpool::fast_v2
 
 #endif  // PINPOOL_FAST_PATH_H_

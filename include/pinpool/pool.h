@@ -31,6 +31,7 @@
 #define PINPOOL_POOL_H_
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -115,8 +116,8 @@ class PINPOOL_EXPORT Pool {
   }
   // The same with alignof(std::max_align_t) (16).
   PINPOOL_FAST_INLINE Block Allocate(std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v1::kMaxFastSize, 1)) {
-      if (void* p = fast_v1::TryPop(heap_id_, size)) return Block(p, size, ChunkAt(p));
+    if (__builtin_expect(size - 1 < fast_v2::kMaxFastSize, 1)) {
+      if (void* p = fast_v2::TryPop(heap_id_, size)) return Block(p, size, BlockChunk(p));
     }
     return AllocateSlow(size, 16);
   }
@@ -128,9 +129,9 @@ class PINPOOL_EXPORT Pool {
   // switches classes finds its cache of the class in a short per-thread list (a call).
   // `cls` must come from this pool's ClassOf (else this aborts naming it).
   PINPOOL_FAST_INLINE Block Allocate(ClassId cls, std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v1::kMaxFastSize && cls.index < class_count_, 1)) {
-      if (void* p = fast_v1::TryPop(class_heap_ids_[cls.index], size)) {
-        return Block(p, size, ChunkAt(p));
+    if (__builtin_expect(size - 1 < fast_v2::kMaxFastSize && cls.index < class_count_, 1)) {
+      if (void* p = fast_v2::TryPop(class_heap_ids_[cls.index], size)) {
+        return Block(p, size, BlockChunk(p));
       }
     }
     return AllocateInClass(cls, size, 16);
@@ -329,28 +330,38 @@ class PINPOOL_EXPORT Pool {
   // before the heap, which never had it.
   PINPOOL_NO_EXPORT bool Reclaimed(const void* p, std::size_t* size = nullptr) const noexcept;
 
-  // The ChunkInfo of p, a block of this pool: the chunk table entry without its tag bit.
+  // The ChunkInfo of p, any address in a mapped chunk of this pool: the chunk table entry
+  // without its tag bit.
   PINPOOL_FAST_INLINE const ChunkInfo* ChunkAt(const void* p) const noexcept {
     const std::uintptr_t entry =
         chunk_table_[(reinterpret_cast<std::uintptr_t>(p) - range_base_) >> chunk_shift_].load(
             std::memory_order_acquire);
     return reinterpret_cast<const ChunkInfo*>(entry & ~std::uintptr_t{1});
   }
+  // The same for p, a block this thread was just handed: a plain load from the arena's records
+  // (written when the chunk was published, which the block's own path through the heap's locks
+  // orders before this read), so a caller that drops the Block's chunk drops the load too.
+  PINPOOL_FAST_INLINE const ChunkInfo* BlockChunk(const void* p) const noexcept {
+    return chunk_records_[(reinterpret_cast<std::uintptr_t>(p) - range_base_) >> chunk_shift_];
+  }
   // The checks of every free, sized or by address, then the push onto the thread's cache: p
-  // 16-byte aligned, in a mapped chunk of this pool without granted blocks (the chunk table
-  // entry's bit 0 clear: one load, one bit test), exactly a block's start and `size` no larger
-  // than it (the page map), not free already (the free mark). False when the library must look:
-  // it holds granted blocks and aborts on misuse naming the rule.
+  // 16-byte aligned and in the pool's range (p - base rotated right by 4 bits is below
+  // range_units_ exactly then: one test for both), in a chunk without granted blocks (the chunk
+  // table entry's bit 0 clear: one load, one bit test; unmapped chunks have it set), exactly a
+  // block's start and `size` no larger than it (the page map: one flat array over the range),
+  // not free already (the free mark). False when the library must look: it holds granted blocks
+  // and aborts on misuse naming the rule.
   PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
-    const auto p = reinterpret_cast<std::uintptr_t>(data);
-    const std::uintptr_t off = p - range_base_;
-    if (__builtin_expect((p & 15) != 0 || off >= range_size_, 0)) return false;
-    const std::uintptr_t chunk = off >> chunk_shift_;
-    if (__builtin_expect((chunk_table_[chunk].load(std::memory_order_acquire) & 1) != 0, 0)) {
+    const std::uintptr_t units = std::rotr(reinterpret_cast<std::uintptr_t>(data) - range_base_, 4);
+    if (__builtin_expect(units >= range_units_, 0)) return false;
+    if (__builtin_expect(
+            (chunk_table_[units >> chunk_unit_shift_].load(std::memory_order_acquire) & 1) != 0,
+            0)) {
       return false;
     }
-    return fast_v1::TryPush(heap_id_, secret_, page_table_[chunk],
-                            (off >> fast_v1::kPageShift) & page_mask_, data, size);
+    return fast_v2::TryPush(
+        heap_id_, secret_,
+        page_map_[units >> (fast_v2::kPageShift - 4)].load(std::memory_order_relaxed), data, size);
   }
   // GiveBack of chunk `index` (pool/take_back.cc), and the background work's lease check.
   PINPOOL_NO_EXPORT absl::Status GiveBackChunk(std::uint32_t index, const char* reason,
@@ -374,17 +385,18 @@ class PINPOOL_EXPORT Pool {
   std::unique_ptr<internal::BackgroundWork> background_;  // null when the options ask for none
   // Copies of the heap's id, free-mark secret and page map and of the arena's chunk map, so the
   // fast path reads one cache line of the Pool instead of chasing into the Heap and the Arena.
-  // The destructor sets heap_id_ to a dead id and range_size_ and max_block_ to 0, so that a
+  // The destructor sets heap_id_ to a dead id and range_units_ and max_block_ to 0, so that a
   // call through a dangling pointer takes the slow path, which checks alive_.
   std::uint64_t heap_id_ = 0;
   std::uint64_t secret_ = 0;
   std::uintptr_t range_base_ = 0;
-  std::size_t range_size_ = 0;
+  std::size_t range_units_ = 0;  // the range's size / 16
   std::size_t max_block_ = 0;
   unsigned chunk_shift_ = 0;
-  std::size_t page_mask_ = 0;  // pages per chunk - 1
+  unsigned chunk_unit_shift_ = 0;  // chunk_shift_ - 4: a chunk's index from range units
   const std::atomic<std::uintptr_t>* chunk_table_ = nullptr;
-  const std::atomic<fast_v1::PageEntry*>* page_table_ = nullptr;
+  const ChunkInfo* const* chunk_records_ = nullptr;
+  const fast_v2::PageEntry* page_map_ = nullptr;  // the default heap's, by page of the range
   std::uint64_t alive_ = kAlive;
   PoolOptions options_;  // as created with, the default domain filled in
   // Seconds from Create's start to its first chunk and to all of initial_size; -1 when it mapped

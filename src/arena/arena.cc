@@ -48,6 +48,7 @@ Arena::Arena(ArenaConfig config, os::Range range)
       chunk_shift_(static_cast<unsigned>(std::countr_zero(config_.chunk_size))),
       max_chunks_(config_.max_chunks),
       table_(new std::atomic<std::uintptr_t>[max_chunks_]),
+      records_(new const ChunkInfo*[max_chunks_]()),
       carved_end_(new std::atomic<std::size_t>[max_chunks_]),
       withdrawn_(new std::atomic<bool>[max_chunks_]()),
       domain_mu_(new Mutex[config_.domains.size()]),
@@ -296,6 +297,7 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   uncarved_ += c->size - carved_[index];
   uncarved_now_.store(uncarved_, std::memory_order_relaxed);
   slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
+  records_[index] = c;
   table_[index].store(reinterpret_cast<std::uintptr_t>(c), std::memory_order_release);
   if (why == Why::kBackground) ++growth_.background_growths;
   if (why == Why::kAllocation) ++growth_.allocation_growths;

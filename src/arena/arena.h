@@ -162,6 +162,11 @@ class Arena {
   std::size_t range_size() const noexcept { return max_chunks_ << chunk_shift_; }
   unsigned chunk_shift() const noexcept { return chunk_shift_; }
   const std::atomic<std::uintptr_t>* chunk_table() const noexcept { return table_.get(); }
+  // By slot: the record of the chunk last published there (null before the first; a trimmed
+  // chunk's retired record after it), written when a chunk is published and read with a plain
+  // load: only for an address of a block the reader holds, whose path through the heap's locks
+  // orders the write before the read (the pool's inline allocation builds its Block from it).
+  const ChunkInfo* const* chunk_records() const noexcept { return records_.get(); }
 
   bool SameChunk(const void* a, const void* b) const noexcept {
     return ((reinterpret_cast<std::uintptr_t>(a) - base_) >> chunk_shift_) ==
@@ -359,6 +364,7 @@ class Arena {
   const unsigned chunk_shift_;
   const std::size_t max_chunks_;
   const std::unique_ptr<std::atomic<std::uintptr_t>[]> table_;
+  const std::unique_ptr<const ChunkInfo*[]> records_;  // chunk_records()
   // carved_ again, readable without the lock (written under it).
   const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
   // By slot: withdrawn by BeginGiveBack (Withdrawn), written under mu_.

@@ -106,7 +106,7 @@ struct ThreadCacheOwner {
         if (it != r.heaps.end()) it->second->ReleaseCache(e.cache);
       }
     }
-    std::memset(&fast_v1::tls_slots, 0, sizeof fast_v1::tls_slots);
+    std::memset(&fast_v2::tls_slots, 0, sizeof fast_v2::tls_slots);
     tls_caches_gone = true;
   }
 };
@@ -155,7 +155,7 @@ Heap::~Heap() {
 }
 
 ThreadCache* Heap::CacheSlow() noexcept {
-  ThreadCacheSlots& t = fast_v1::tls_slots;
+  ThreadCacheSlots& t = fast_v2::tls_slots;
   constexpr int kSlots = ThreadCacheSlots::kSlots;
   int i = 1;
   while (i < kSlots && t.heap_id[i] != id_) ++i;
@@ -480,10 +480,11 @@ Heap::Counts Heap::GetCounts() const {
 
 }  // namespace pinpool::internal
 
-namespace pinpool::fast_v1 {
+namespace pinpool::fast_v2 {
 
 static_assert(kNumClasses == internal::kNumClasses && kPageShift == internal::kPageShift);
 static_assert(std::is_same_v<PageEntry, internal::PageEntry>);
+static_assert(sizeof(Bin) == 32 && sizeof(ClassTable::Class) == 32);
 static_assert(internal::ComputeSizeClass(kMaxFastSize) < kNumClasses);
 
 constinit thread_local Slots tls_slots __attribute__((tls_model("initial-exec"))) = {};
@@ -492,7 +493,7 @@ namespace {
 constexpr ClassTable MakeClassTable() {
   ClassTable t{};
   for (unsigned c = 0; c < kNumClasses; ++c) {
-    t.cls[c] = {internal::Class(c).magic, internal::ClassSize(c)};
+    t.cls[c + 1] = {internal::Class(c).magic, internal::ClassSize(c), {}};
   }
   for (std::size_t i = 0; i <= kMaxFastSize / 16; ++i) {
     t.small[i] = static_cast<std::uint8_t>(internal::ComputeSizeClass(i == 0 ? 1 : i * 16));
@@ -502,5 +503,6 @@ constexpr ClassTable MakeClassTable() {
 }  // namespace
 
 constinit const ClassTable classes = MakeClassTable();
+constinit const ClassTable library_classes = MakeClassTable();
 
-}  // namespace pinpool::fast_v1
+}  // namespace pinpool::fast_v2

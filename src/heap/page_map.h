@@ -2,27 +2,35 @@
 // without a lock. It is how a free by address alone learns a block's size class and checks that
 // the pointer is a block's start, in a few instructions and with no call.
 //
-// One 32-bit entry per page, one array per chunk the heap has taken (allocated when it takes the
-// chunk, from the heap's MetadataArena: never in the registered chunks, where a device or a peer
-// could write). An entry is
+// One 32-bit entry per page, in one array over the pool's whole reserved range (from the heap's
+// MetadataArena, never in the registered chunks, where a device or a peer could write; 1/1024 of
+// the range in address space, of which the kernel backs only the pages of chunks the heap has
+// used: the rest stays untouched zero pages). One array, not one per chunk, so that the inline
+// free reads its entry with one load indexed by the page, with no per-chunk pointer, null test
+// or mask. An entry is
 //   0                            no block starts on this page: free space, or a page of a large
 //                                block other than its first
-//   (rest << 16) | (delta << 8) | (class + 1)
-//                                the page lies `delta` (< 256) pages into a span of class `class`:
+//   (rest << 16) | (delta << 12) | ((class + 1) << 5)
+//                                the page lies `delta` (< 16) pages into a span of class `class`:
 //                                a slab (every page carries its entry, at most 16 pages) or a
 //                                large block (only its first page does, delta 0); `rest` is
-//                                (delta pages) mod (class size), below 16 KiB
+//                                (delta pages) mod (class size), below 16 KiB. The class + 1 is
+//                                pre-shifted by 5: entry & 0xfe0 is the byte offset of the class's
+//                                32-byte row in the inline path's class table, whose row 0 (an
+//                                entry of 0) fails every test (pinpool/fast_path.h)
 // so a pointer p with entry e != 0 is a block's start exactly when (p - span start) is a multiple
 // of the class size (IsBlockOffset), that is when (p mod page) + rest is (PageOffset: the inline
 // fast path's test, pinpool/fast_path.h, which needs no multiplication by the page size). Beside
-// the entries, each chunk has a Span* per page, set on the first and last page of every span (free
-// or used), for the page heap's coalescing and for finding a block's slab.
+// the entries, each chunk the heap has taken has a Span* per page (an array made when it takes the
+// chunk), set on the first and last page of every span (free or used), for the page heap's
+// coalescing and for finding a block's slab.
 //
 // Thread safety: entries and span pointers are written by the page heap under its lock and read
 // lock-free (relaxed atomics: a thread reading the entry of a block it owns is ordered after the
 // write by the locks the block travelled through; a misused pointer reads a stale or racing
-// value, which is still a valid entry of the pool). A chunk's arrays are published with a release
-// store and live until the PageMap is destroyed.
+// value, which is still a valid entry of the pool). Entries of chunks the heap has not taken are
+// 0. A chunk's span array is made and read under the page heap's lock and lives until the
+// PageMap is destroyed.
 #ifndef PINPOOL_HEAP_PAGE_MAP_H_
 #define PINPOOL_HEAP_PAGE_MAP_H_
 
@@ -42,17 +50,17 @@ using PageEntry = std::atomic<std::uint32_t>;
 
 class PageMap {
  public:
-  // `delta` is below 256 for a slab's pages and 0 for a large block (its first page).
-  static constexpr std::size_t kMaxDelta = 255;
+  // `delta` is below 16 for a slab's pages and 0 for a large block (its first page).
+  static constexpr std::size_t kMaxDelta = 15;
   static constexpr std::uint32_t Encode(unsigned cls, std::size_t delta) noexcept {
     const std::size_t rest = (delta << kPageShift) % ClassSize(cls);
-    return static_cast<std::uint32_t>((rest << 16) | (delta << 8)) | (cls + 1);
+    return static_cast<std::uint32_t>((rest << 16) | (delta << 12) | ((cls + 1) << 5));
   }
   // The class an entry names, or kNumClasses or more when the entry is 0 (no block starts here).
   static constexpr unsigned ClassOf(std::uint32_t entry) noexcept {
-    return (entry & 0xff) - 1u;  // 0 wraps to a huge value
+    return ((entry >> 5) & 0x7f) - 1u;  // 0 wraps to a huge value
   }
-  static constexpr std::size_t DeltaOf(std::uint32_t entry) noexcept { return (entry >> 8) & 0xff; }
+  static constexpr std::size_t DeltaOf(std::uint32_t entry) noexcept { return (entry >> 12) & 0xf; }
   // The start of the span an entry (naming a class) describes, for any address on that page.
   static constexpr std::uintptr_t SpanStart(std::uint32_t entry, std::uintptr_t p) noexcept {
     return ((p >> kPageShift) - DeltaOf(entry)) << kPageShift;
@@ -73,7 +81,7 @@ class PageMap {
     return IsBlockOffset(c, SpanOffset(entry, p));
   }
 
-  // The tables for `max_chunks` chunks come from `metadata`; ok() is false when it had none.
+  // The entries for `max_chunks` chunks come from `metadata`; ok() is false when it had none.
   PageMap(std::uintptr_t base, unsigned chunk_shift, std::size_t max_chunks,
           MetadataArena* metadata);
   bool ok() const noexcept { return entries_ != nullptr && spans_ != nullptr; }
@@ -87,28 +95,26 @@ class PageMap {
     return std::size_t{1} << (chunk_shift_ - kPageShift);
   }
 
-  // The entry arrays by chunk index, for callers that keep a copy beside their hot data (the pool).
-  const std::atomic<PageEntry*>* table() const noexcept { return entries_; }
+  // The entries by page of the range (entries()[(p - base) >> kPageShift]), for callers that keep
+  // a copy beside their hot data (the pool).
+  const PageEntry* entries() const noexcept { return entries_; }
 
   // The entry of the page holding p, or 0 when p is outside the range or in a chunk the heap has
   // not taken.
   std::uint32_t EntryAt(std::uintptr_t p) const noexcept {
     const std::uintptr_t off = p - base_;
     if ((off >> chunk_shift_) >= max_chunks_) return 0;
-    const PageEntry* e = entries_[off >> chunk_shift_].load(std::memory_order_acquire);
-    if (e == nullptr) return 0;
-    return e[(off >> kPageShift) & (pages_per_chunk() - 1)].load(std::memory_order_relaxed);
+    return entries_[off >> kPageShift].load(std::memory_order_relaxed);
   }
 
   // --- the page heap's side (under its lock) ---------------------------------------------------
-  // Makes the arrays of a chunk ahead of AddChunk (so that a chunk, once carved, can always be
-  // taken); false when the metadata arena has no memory.
+  // Makes the span array of a chunk ahead of AddChunk (so that a chunk, once carved, can always
+  // be taken); false when the metadata arena has no memory.
   bool Prepare() noexcept;
-  // Gives chunk `index` the prepared arrays (all entries 0, no spans). Prepare() first.
+  // Gives chunk `index` the prepared span array (no spans; its entries are all 0). Prepare()
+  // first.
   void AddChunk(std::size_t index) noexcept;
-  bool HasChunk(std::size_t index) const noexcept {
-    return entries_[index].load(std::memory_order_acquire) != nullptr;
-  }
+  bool HasChunk(std::size_t index) const noexcept { return spans_[index] != nullptr; }
   // Entries of `pages` pages from the page holding `start`: all set to Encode(cls, delta) with
   // delta counting from `start` (slab), or only the first (large, the rest 0), or all 0 (clear).
   void SetSlab(std::uintptr_t start, std::size_t pages, unsigned cls) noexcept;
@@ -125,25 +131,22 @@ class PageMap {
     spans_[off >> chunk_shift_][(off >> kPageShift) & (pages_per_chunk() - 1)].store(
         s, std::memory_order_relaxed);
   }
-  // Bytes of metadata the arrays take (for tests and stats).
+  // Bytes of metadata the arrays take (for tests and stats): the entries over the whole range
+  // (address space; the kernel backs what is written) and the span arrays of taken chunks.
   std::size_t metadata_bytes() const noexcept;
 
  private:
-  PageEntry* Entries(std::uintptr_t p) const noexcept {
-    return entries_[(p - base_) >> chunk_shift_].load(std::memory_order_relaxed);
-  }
-  std::size_t PageIndex(std::uintptr_t p) const noexcept {
-    return ((p - base_) >> kPageShift) & (pages_per_chunk() - 1);
+  PageEntry* EntryOf(std::uintptr_t p) const noexcept {
+    return &entries_[(p - base_) >> kPageShift];
   }
 
   const std::uintptr_t base_;
   const unsigned chunk_shift_;
   const std::size_t max_chunks_;
   MetadataArena* const metadata_;
-  std::atomic<PageEntry*>* const entries_;
-  std::atomic<Span*>** const spans_;
-  PageEntry* spare_entries_ = nullptr;  // prepared for the next chunk
-  std::atomic<Span*>* spare_spans_ = nullptr;
+  PageEntry* const entries_;                   // by page of the range
+  std::atomic<Span*>** const spans_;           // by chunk: null until the heap takes the chunk
+  std::atomic<Span*>* spare_spans_ = nullptr;  // prepared for the next chunk
   std::size_t chunks_ = 0;
 };
 

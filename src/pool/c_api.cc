@@ -119,13 +119,13 @@ namespace internal {
 // pinpool_malloc and pinpool_free: Pool's inline fast paths without building a Block (a C caller
 // wants the pointer alone: no chunk table load), one call from the C program into the library.
 struct CApi {
-  static void* Malloc(Pool* pool, std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v1::kMaxFastSize, 1)) {
-      if (void* p = fast_v1::TryPop(pool->heap_id_, size)) return p;
+  PINPOOL_FAST_INLINE static void* Malloc(Pool* pool, std::size_t size) noexcept {
+    if (__builtin_expect(size - 1 < fast_v2::kMaxFastSize, 1)) {
+      if (void* p = fast_v2::TryPop(pool->heap_id_, size)) return p;
     }
     return Allocate(pool, size, alignof(std::max_align_t));
   }
-  static void Free(Pool* pool, void* p) noexcept {
+  PINPOOL_FAST_INLINE static void Free(Pool* pool, void* p) noexcept {
     // Null fails the fast path's range check; the slow path ignores it.
     if (!pool->TryFreeFast(p, 0)) pool->DeallocateSlow(p, 0);
   }

@@ -85,7 +85,7 @@ absl::Status Pool::HandOver(int socket, std::span<const BlockHandle> live) {
   const absl::Status sent =
       internal::SendPool(socket,
                          internal::Describe(internal::WireMessage::Kind::kHandOver, id(), options_,
-                                            range_size_ / arena_->chunk_size()),
+                                            arena_->range_size() / arena_->chunk_size()),
                          chunks, live);
   for (auto& c : chunks) internal::os::UniqueFd(c.fd).reset();
   if (!sent.ok()) {
@@ -154,7 +154,7 @@ absl::StatusOr<Block> Pool::Claim(const BlockHandle& handle) {
   const std::uintptr_t p = range_base_ + std::uintptr_t{handle.chunk} * size +
                            std::min<std::uint64_t>(handle.offset, size);
   std::size_t live = 0;
-  if (handle.chunk >= range_size_ / size || handle.offset >= size ||
+  if (handle.chunk >= arena_->range_size() / size || handle.offset >= size ||
       !Reclaimed(reinterpret_cast<void*>(p), &live) || live != handle.size) {
     return absl::NotFoundError(absl::StrFormat(
         "{chunk %d, offset %d, %d bytes} names no handed-over block that is still live",

@@ -111,12 +111,13 @@ Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Hea
       heap_id_(heap_->id()),
       secret_(heap_->secret()),
       range_base_(arena_->range_base()),
-      range_size_(arena_->range_size()),
+      range_units_(arena_->range_size() >> 4),
       max_block_(max_block_size()),
       chunk_shift_(arena_->chunk_shift()),
-      page_mask_((arena_->chunk_size() >> internal::kPageShift) - 1),
+      chunk_unit_shift_(arena_->chunk_shift() - 4),
       chunk_table_(arena_->chunk_table()),
-      page_table_(heap_->page_table()),
+      chunk_records_(arena_->chunk_records()),
+      page_map_(heap_->page_map()),
       metrics_(std::make_unique<internal::PoolMetrics>()),
       take_back_(std::make_unique<internal::TakeBack>()) {}
 
@@ -157,7 +158,7 @@ Pool::~Pool() {
     }
   }
   StoreForLater(class_count_, std::uint32_t{0});
-  StoreForLater(range_size_, std::size_t{0});
+  StoreForLater(range_units_, std::size_t{0});
   StoreForLater(max_block_, std::size_t{0});
   StoreForLater(alive_, kDestroyed);
   // The classes (declared last, so destroyed first) hold the ledger the default heap gives
@@ -196,7 +197,7 @@ __attribute__((noinline)) void* AllocateTimed(internal::Heap& heap,
 Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   // Blocks above the inline path's sizes come from the thread's cache too: one call, as before
   // the path was inlined, so large blocks pay nothing for it.
-  if (__builtin_expect(size - 1 < max_block_ && size > fast_v1::kMaxFastSize &&
+  if (__builtin_expect(size - 1 < max_block_ && size > fast_v2::kMaxFastSize &&
                            alignment - 1 < internal::kMinBlock &&
                            (alignment & (alignment - 1)) == 0,
                        1)) {
@@ -214,11 +215,11 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   // would double: one in kLargeSample of them per thread is timed (the thread's first included).
   constexpr unsigned kLargeSample = 32;
   static thread_local unsigned large_countdown __attribute__((tls_model("initial-exec"))) = 0;
-  if (size > fast_v1::kMaxFastSize && large_countdown-- != 0) {
+  if (size > fast_v2::kMaxFastSize && large_countdown-- != 0) {
     void* p = heap_->Allocate(size, alignment);
     return p == nullptr ? Block() : Block(p, size, ChunkAt(p));
   }
-  if (size > fast_v1::kMaxFastSize) large_countdown = kLargeSample - 1;
+  if (size > fast_v2::kMaxFastSize) large_countdown = kLargeSample - 1;
   void* p = AllocateTimed(*heap_, metrics_->allocate_slow, size, alignment);
   if (p == nullptr) return {};
   const ChunkInfo* chunk = arena_->ChunkOf(p);
@@ -320,9 +321,10 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
       (entry & internal::Arena::kSlowFreeTag) == 0) {
     // A named class's block: the inline path looked in the default heap's page map, which does
     // not hold it; the same checked push onto this thread's cache of the class's heap.
-    const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(data) - range_base_;
-    if (fast_v1::TryPush(heap.id(), heap.secret(), heap.page_table()[off >> chunk_shift_],
-                         (off >> fast_v1::kPageShift) & page_mask_, data, size)) {
+    const std::uintptr_t page =
+        (reinterpret_cast<std::uintptr_t>(data) - range_base_) >> fast_v2::kPageShift;
+    if (fast_v2::TryPush(heap.id(), heap.secret(),
+                         heap.page_map()[page].load(std::memory_order_relaxed), data, size)) {
       return;
     }
   }
@@ -375,7 +377,7 @@ Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
 
 std::optional<Location> Pool::Lookup(const void* address) const noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(address);
-  const ChunkInfo* chunk = a - range_base_ < range_size_ ? ChunkAt(address) : nullptr;
+  const ChunkInfo* chunk = (a - range_base_) >> 4 < range_units_ ? ChunkAt(address) : nullptr;
   if (chunk == nullptr) {
     CheckAlive("Lookup");
     return std::nullopt;

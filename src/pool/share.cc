@@ -66,7 +66,7 @@ absl::StatusOr<BlockHandle> Pool::HandleOf(const Block& block) const {
   CheckAlive("HandleOf");
   PINPOOL_RETURN_IF_ERROR(internal::CheckShareable(options_, classes_ != nullptr));
   const auto p = reinterpret_cast<std::uintptr_t>(block.data());
-  const ChunkInfo* chunk = p - range_base_ < range_size_ ? ChunkAt(block.data()) : nullptr;
+  const ChunkInfo* chunk = p - range_base_ < arena_->range_size() ? ChunkAt(block.data()) : nullptr;
   if (chunk == nullptr || block.size() == 0 || block.size() > chunk->base + chunk->size - p) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%p (%d bytes) is not a block inside one chunk of this pool", block.data(), block.size()));
@@ -84,7 +84,7 @@ absl::Status Pool::Share(int socket) {
   const absl::Status sent =
       internal::SendPool(socket,
                          internal::Describe(internal::WireMessage::Kind::kShare, id(), options_,
-                                            range_size_ / arena_->chunk_size()),
+                                            arena_->range_size() / arena_->chunk_size()),
                          chunks, {});
   for (auto& c : chunks) internal::os::UniqueFd(c.fd).reset();
   if (!sent.ok()) return sent;

@@ -25,7 +25,7 @@ namespace pinpool {
 absl::Status Pool::GiveBack(const void* address, std::chrono::nanoseconds timeout) {
   CheckAlive("GiveBack");
   const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(address) - range_base_;
-  if (off >= range_size_ || (arena_->ChunkOf(address) == nullptr && !arena_->Withdrawn(address))) {
+  if (off >= arena_->range_size() || (arena_->ChunkOf(address) == nullptr && !arena_->Withdrawn(address))) {
     return absl::InvalidArgumentError(
         absl::StrFormat("GiveBack(%p): not in a chunk of this pool", address));
   }

@@ -1,6 +1,7 @@
 // The heap's caches are bounded and given back (src/heap/heap.h, "Drained caches"):
 //  - a thread's cache never holds more than its byte budget, the transfer stacks never more than
-//    theirs, and the stats say so;
+//    theirs, and the stats say so, also when another thread reads them while the owner pushes
+//    and pops (ThreadSanitizer checks the reads);
 //  - when the budget is spent, an allocation drains the caches of other threads, including a
 //    thread that sits idle and never calls the pool again, before it gives up: memory such a
 //    thread freed serves the allocation;
@@ -30,6 +31,24 @@ PoolOptions Options() {
   return o;
 }
 
+// One step of a random churn: while fewer than `most` blocks are held, allocates a block of
+// 16 B << (0 .. shifts - 1) unless the rng says free (1 in `odds`); else frees a random held
+// block. False when an allocation failed.
+bool ChurnStep(Pool& pool, std::mt19937_64& rng, std::vector<Block>& held, std::size_t most,
+               unsigned odds, unsigned shifts) {
+  if (held.size() < most && rng() % odds) {
+    Block b = pool.Allocate(std::size_t{16} << (rng() % shifts));
+    if (!b) return false;
+    held.push_back(b);
+  } else if (!held.empty()) {
+    const std::size_t k = rng() % held.size();
+    pool.Deallocate(held[k]);
+    held[k] = held.back();
+    held.pop_back();
+  }
+  return true;
+}
+
 TEST(CacheDrainTest, CachesKeepToTheirBudgetsAndTheStatsSaySo) {
   auto pool = Pool::Create(Options()).value();
   const PoolStats limits = pool->GetStats();
@@ -39,16 +58,7 @@ TEST(CacheDrainTest, CachesKeepToTheirBudgetsAndTheStatsSaySo) {
     std::mt19937_64 rng(5);
     std::vector<Block> held;
     for (int i = 0; i < 4000; ++i) {
-      if (held.size() < 200 && rng() % 3) {
-        Block b = pool->Allocate(std::size_t{16} << (rng() % 15));  // 16 B .. 256 KiB
-        ASSERT_TRUE(b);
-        held.push_back(b);
-      } else if (!held.empty()) {
-        const std::size_t k = rng() % held.size();
-        pool->Deallocate(held[k]);
-        held[k] = held.back();
-        held.pop_back();
-      }
+      ASSERT_TRUE(ChurnStep(*pool, rng, held, 200, 3, 15));  // 16 B .. 256 KiB
       if (i % 50 == 0) {
         const PoolStats s = pool->GetStats();
         ASSERT_LE(s.thread_cache_bytes, s.thread_cache_limit_bytes) << "op " << i;
@@ -63,6 +73,32 @@ TEST(CacheDrainTest, CachesKeepToTheirBudgetsAndTheStatsSaySo) {
   }).join();
   // The thread is gone: its cache went back.
   EXPECT_EQ(pool->GetStats().thread_cache_bytes, 0u);
+}
+
+TEST(CacheDrainTest, StatsReadWhileTheOwnerChurnsCountItsCacheWithinTheBudget) {
+  // The owner touches only its cache's fast path and slow path; this thread reads the stats,
+  // which count what the owner's bins hold, at the same time (ThreadSanitizer checks the reads).
+  auto pool = Pool::Create(Options()).value();
+  std::atomic<bool> done{false};
+  std::thread owner([&] {
+    std::mt19937_64 rng(11);
+    std::vector<Block> held;
+    for (int i = 0; i < 200000; ++i) {
+      ASSERT_TRUE(ChurnStep(*pool, rng, held, 300, 2, 13));  // 16 B .. 64 KiB
+    }
+    for (Block& b : held) pool->Deallocate(b);
+    done.store(true);
+  });
+  std::size_t reads = 0, nonzero = 0;
+  while (!done.load()) {
+    const PoolStats s = pool->GetStats();
+    ASSERT_LE(s.thread_cache_bytes, s.thread_cache_limit_bytes) << "read " << reads;
+    nonzero += s.thread_cache_bytes != 0;
+    ++reads;
+  }
+  owner.join();
+  EXPECT_GT(nonzero, 0u) << "the reads saw the owner's cache hold blocks";
+  EXPECT_EQ(pool->GetStats().thread_cache_bytes, 0u) << "the owner is gone: its cache went back";
 }
 
 // A thread that freed memory and then sleeps, never calling the pool again until told to.

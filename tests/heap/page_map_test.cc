@@ -1,6 +1,8 @@
 // PageMap (src/heap/page_map.h): entries encode a class and the distance to the span's start;
 // IsBlockStart accepts exactly the block starts of a slab or a large block and nothing else; a
-// lookup outside the range, or in a chunk the heap has not taken, finds no block.
+// lookup outside the range, or in a chunk the heap has not taken, finds no block. The inline
+// free (pinpool/fast_path.h) reads the same entries: the row an entry selects is its class's,
+// and an entry of 0 selects a row where nothing is a block's start.
 #include "heap/page_map.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +10,7 @@
 #include <cstdint>
 
 #include "heap/metadata.h"
+#include "pinpool/fast_path.h"
 
 namespace pinpool::internal {
 namespace {
@@ -69,6 +72,27 @@ TEST(PageMapTest, ALargeBlockStartsOnlyAtItsFirstByte) {
   EXPECT_FALSE(PageMap::IsBlockStart(0, span + kPageSize, &cls)) << "later pages carry no entry";
 }
 
+TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
+  const fast_v2::ClassTable& table = fast_v2::classes;
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    for (std::size_t delta = 0; delta <= (IsSlabClass(c) ? PageMap::kMaxDelta : 0); ++delta) {
+      const std::uint32_t e = PageMap::Encode(c, delta);
+      const std::size_t row = (e & 0xfe0) / sizeof(fast_v2::ClassTable::Class);
+      ASSERT_EQ(row, c + 1) << c << " " << delta;
+      ASSERT_EQ(table.cls[row].size, ClassSize(c));
+    }
+    // The inline test agrees with the heap's on every 16-byte offset of a span of the class.
+    const std::size_t span = IsSlabClass(c) ? Class(c).pages * kPageSize : kPageSize;
+    for (std::uintptr_t off = 0; off < span && off < (1u << 20); off += 16) {
+      ASSERT_EQ(fast_v2::AtBlockStart(table.cls[c + 1], off), IsBlockOffset(c, off))
+          << c << " " << off;
+    }
+  }
+  for (std::uintptr_t off = 0; off < (1u << 17); off += 16) {
+    ASSERT_FALSE(fast_v2::AtBlockStart(table.cls[0], off)) << "row 0 at offset " << off;
+  }
+}
+
 TEST(PageMapTest, LookupsFindOnlyWhatWasRecorded) {
   MetadataArena metadata;
   PageMap map(kBase, kChunkShift, 4, &metadata);
@@ -78,13 +102,12 @@ TEST(PageMapTest, LookupsFindOnlyWhatWasRecorded) {
   EXPECT_EQ(map.EntryAt(chunk1), 0u) << "a chunk the heap has not taken";
   EXPECT_EQ(map.EntryAt(kBase - 16), 0u) << "below the range";
   EXPECT_EQ(map.EntryAt(kBase + (std::uintptr_t{4} << kChunkShift)), 0u) << "above the range";
-  EXPECT_EQ(map.table()[1].load(), nullptr);
+  EXPECT_FALSE(map.HasChunk(1));
 
   ASSERT_TRUE(map.Prepare());
   map.AddChunk(1);
   EXPECT_TRUE(map.HasChunk(1));
   EXPECT_FALSE(map.HasChunk(0));
-  EXPECT_NE(map.table()[1].load(), nullptr);
   const unsigned slab = SizeClass(640);
   map.SetSlab(chunk1 + 10 * kPageSize, 3, slab);
   for (std::size_t i = 0; i < 3; ++i) {
@@ -97,10 +120,12 @@ TEST(PageMapTest, LookupsFindOnlyWhatWasRecorded) {
   EXPECT_EQ(map.EntryAt(chunk1 + 21 * kPageSize), 0u);
   map.Clear(chunk1 + 10 * kPageSize, 3);
   EXPECT_EQ(map.EntryAt(chunk1 + 11 * kPageSize), 0u);
-  // The last page of the chunk, and the entry for the fast path's own indexing.
+  // The last page of the chunk, and the entry for the fast path's own indexing: one array over
+  // the range, by page.
   map.SetLarge(chunk1 + 511 * kPageSize, large);
-  EXPECT_EQ(map.table()[1].load()[511].load(), PageMap::Encode(large, 0));
-  EXPECT_GT(map.metadata_bytes(), 512u * 4);
+  EXPECT_EQ(map.entries()[512 + 511].load(), PageMap::Encode(large, 0));
+  EXPECT_EQ(map.entries()[2 * 512].load(), 0u) << "the next chunk's first page";
+  EXPECT_GE(map.metadata_bytes(), 4u * 512 * 4) << "entries for every page of the range";
 }
 
 }  // namespace
