@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "pinpool/array.h"
 #include "pinpool/block.h"
 #include "pinpool/keys.h"
 #include "pinpool/options.h"
@@ -97,6 +98,24 @@ int Create(const pinpool_options_t* c_options, pinpool_pool_t** out, char* errbu
   *out = reinterpret_cast<pinpool_pool_t*>(pool->release());
   SetError(errbuf, errlen, "");
   return 0;
+}
+
+// What pinpool_keys and pinpool_array_keys report for `location`, for domain `domain`.
+int FillKeys(const Location& location, std::size_t domain, pinpool_keys_t* out) noexcept {
+  if (!location || domain >= location.domain_count()) return -EINVAL;
+  const Keys& keys = location.keys(domain);
+  *out = pinpool_keys_t{};
+  out->lkey = ToUnderlying(keys.lkey);
+  out->rkey = ToUnderlying(keys.rkey);
+  out->buffer_index = ToUnderlying(keys.buffer_index);
+  out->base = keys.base;
+  out->length = keys.length;
+  out->offset = location.offset(domain);
+  return 0;
+}
+
+const Array* AsArray(const pinpool_array_t* array) noexcept {
+  return reinterpret_cast<const Array*>(array);
 }
 
 void* Allocate(Pool* pool, std::size_t size, std::size_t alignment) noexcept {
@@ -227,15 +246,71 @@ size_t pinpool_usable_size(const pinpool_pool_t* pool, const void* p) {
 int pinpool_keys(const pinpool_pool_t* pool, const void* p, size_t domain, pinpool_keys_t* out) {
   if (pool == nullptr || out == nullptr) return -EINVAL;
   const std::optional<pinpool::Location> location = pinpool::AsPool(pool)->Lookup(p);
-  if (!location.has_value() || !*location || domain >= location->domain_count()) return -EINVAL;
-  const pinpool::Keys& keys = location->keys(domain);
-  *out = pinpool_keys_t{};
-  out->lkey = pinpool::ToUnderlying(keys.lkey);
-  out->rkey = pinpool::ToUnderlying(keys.rkey);
-  out->buffer_index = pinpool::ToUnderlying(keys.buffer_index);
-  out->base = keys.base;
-  out->length = keys.length;
-  out->offset = location->offset(domain);
+  if (!location.has_value()) return -EINVAL;
+  return pinpool::FillKeys(*location, domain, out);
+}
+
+// An array handle is a heap-allocated pinpool::Array (nothrow: nothing may unwind into C).
+int pinpool_array_alloc(pinpool_pool_t* pool, size_t count, size_t element_size, size_t alignment,
+                        pinpool_array_t** out, char* errbuf, size_t errlen) {
+  if (out == nullptr) return -EINVAL;
+  *out = nullptr;
+  if (pool == nullptr) {
+    pinpool::SetError(errbuf, errlen, "pinpool_array_alloc: pool is NULL");
+    return -EINVAL;
+  }
+  try {
+    absl::StatusOr<pinpool::Array> array =
+        pinpool::AsPool(pool)->AllocateArray(count, element_size, alignment);
+    if (!array.ok()) {
+      pinpool::SetError(errbuf, errlen, array.status().message());
+      return pinpool::ErrnoFor(array.status().code());
+    }
+    auto* handle = new (std::nothrow) pinpool::Array(std::move(*array));
+    if (handle == nullptr) {
+      pinpool::AsPool(pool)->Deallocate(std::move(*array));
+      pinpool::SetError(errbuf, errlen, "pinpool_array_alloc: out of memory for the handle");
+      return -ENOMEM;
+    }
+    *out = reinterpret_cast<pinpool_array_t*>(handle);
+    pinpool::SetError(errbuf, errlen, "");
+    return 0;
+  } catch (const std::bad_alloc&) {  // the run list (malloc) could not be made
+    pinpool::SetError(errbuf, errlen, "pinpool_array_alloc: out of memory for the run list");
+    return -ENOMEM;
+  }
+}
+
+void pinpool_array_free(pinpool_pool_t* pool, pinpool_array_t* array) {
+  if (array == nullptr) return;
+  auto* a = reinterpret_cast<pinpool::Array*>(array);
+  pinpool::AsPool(pool)->Deallocate(std::move(*a));
+  delete a;
+}
+
+size_t pinpool_array_size(const pinpool_array_t* array) {
+  return array == nullptr ? 0 : pinpool::AsArray(array)->size();
+}
+
+void* pinpool_array_element(const pinpool_array_t* array, size_t i) {
+  return array == nullptr ? nullptr : pinpool::AsArray(array)->Element(i).data();
+}
+
+int pinpool_array_keys(const pinpool_array_t* array, size_t i, size_t domain, pinpool_keys_t* out) {
+  if (array == nullptr || out == nullptr) return -EINVAL;
+  return pinpool::FillKeys(pinpool::AsArray(array)->Element(i), domain, out);
+}
+
+size_t pinpool_array_run_count(const pinpool_array_t* array) {
+  return array == nullptr ? 0 : pinpool::AsArray(array)->runs().size();
+}
+
+int pinpool_array_run(const pinpool_array_t* array, size_t r, pinpool_array_run_t* out) {
+  if (array == nullptr || out == nullptr) return -EINVAL;
+  const pinpool::Array& a = *pinpool::AsArray(array);
+  if (r >= a.runs().size()) return -EINVAL;
+  const pinpool::ArrayRun& run = a.runs()[r];
+  *out = pinpool_array_run_t{run.base, run.first, run.count, a.stride(), a.element_size()};
   return 0;
 }
 
