@@ -153,6 +153,26 @@ PINPOOL_EXPORT size_t pinpool_array_run_count(const pinpool_array_t* array);
 PINPOOL_EXPORT int pinpool_array_run(const pinpool_array_t* array, size_t r,
                                      pinpool_array_run_t* out);
 
+/* Compact descriptors (pinpool/descriptor.h), the peer's side: decodes the bytes a peer sent
+ * (untrusted: every field is checked) into a handle that gives any element's remote address and
+ * keys. On success stores the handle in *out and returns 0; else stores NULL, returns -EINVAL
+ * (malformed: errbuf names the field) or -ENOSYS (a version this library does not read), -ENOMEM
+ * when the handle cannot be made. */
+typedef struct pinpool_descriptor pinpool_descriptor_t;
+PINPOOL_EXPORT int pinpool_descriptor_decode(const void* bytes, size_t length,
+                                             pinpool_descriptor_t** out, char* errbuf,
+                                             size_t errlen);
+/* NULL is ignored. */
+PINPOOL_EXPORT void pinpool_descriptor_free(pinpool_descriptor_t* descriptor);
+/* Elements described, bytes in each, keys per element (0 for NULL). */
+PINPOOL_EXPORT uint64_t pinpool_descriptor_size(const pinpool_descriptor_t* descriptor);
+PINPOOL_EXPORT uint64_t pinpool_descriptor_element_size(const pinpool_descriptor_t* descriptor);
+PINPOOL_EXPORT size_t pinpool_descriptor_key_count(const pinpool_descriptor_t* descriptor);
+/* Element i's remote address and its key number `key` (for verbs: the rkey). 0, or -EINVAL when
+ * i or key is out of range or an argument is NULL. */
+PINPOOL_EXPORT int pinpool_descriptor_element(const pinpool_descriptor_t* descriptor, uint64_t i,
+                                              size_t key, uint64_t* address, uint64_t* rkey);
+
 /* "major.minor.patch" of the library actually linked. */
 PINPOOL_EXPORT const char* pinpool_version(void);
 

@@ -13,12 +13,14 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "pinpool/array.h"
 #include "pinpool/block.h"
+#include "pinpool/descriptor.h"
 #include "pinpool/keys.h"
 #include "pinpool/options.h"
 #include "pinpool/pinpool_c.h"
@@ -116,6 +118,10 @@ int FillKeys(const Location& location, std::size_t domain, pinpool_keys_t* out) 
 
 const Array* AsArray(const pinpool_array_t* array) noexcept {
   return reinterpret_cast<const Array*>(array);
+}
+
+const Descriptor* AsDescriptor(const pinpool_descriptor_t* d) noexcept {
+  return reinterpret_cast<const Descriptor*>(d);
 }
 
 void* Allocate(Pool* pool, std::size_t size, std::size_t alignment) noexcept {
@@ -311,6 +317,62 @@ int pinpool_array_run(const pinpool_array_t* array, size_t r, pinpool_array_run_
   if (r >= a.runs().size()) return -EINVAL;
   const pinpool::ArrayRun& run = a.runs()[r];
   *out = pinpool_array_run_t{run.base, run.first, run.count, a.stride(), a.element_size()};
+  return 0;
+}
+
+// A descriptor handle is a heap-allocated pinpool::Descriptor.
+int pinpool_descriptor_decode(const void* bytes, size_t length, pinpool_descriptor_t** out,
+                              char* errbuf, size_t errlen) {
+  if (out == nullptr) return -EINVAL;
+  *out = nullptr;
+  if (bytes == nullptr && length != 0) {
+    pinpool::SetError(errbuf, errlen, "pinpool_descriptor_decode: bytes is NULL");
+    return -EINVAL;
+  }
+  try {
+    absl::StatusOr<pinpool::Descriptor> d = pinpool::Descriptor::Decode(
+        std::span<const std::byte>(static_cast<const std::byte*>(bytes), length));
+    if (!d.ok()) {
+      pinpool::SetError(errbuf, errlen, d.status().message());
+      return pinpool::ErrnoFor(d.status().code());
+    }
+    auto* handle = new (std::nothrow) pinpool::Descriptor(std::move(*d));
+    if (handle == nullptr) {
+      pinpool::SetError(errbuf, errlen, "pinpool_descriptor_decode: out of memory");
+      return -ENOMEM;
+    }
+    *out = reinterpret_cast<pinpool_descriptor_t*>(handle);
+    pinpool::SetError(errbuf, errlen, "");
+    return 0;
+  } catch (const std::bad_alloc&) {  // the runs (malloc) could not be held
+    pinpool::SetError(errbuf, errlen, "pinpool_descriptor_decode: out of memory for the runs");
+    return -ENOMEM;
+  }
+}
+
+void pinpool_descriptor_free(pinpool_descriptor_t* descriptor) {
+  delete reinterpret_cast<pinpool::Descriptor*>(descriptor);
+}
+
+uint64_t pinpool_descriptor_size(const pinpool_descriptor_t* d) {
+  return d == nullptr ? 0 : pinpool::AsDescriptor(d)->size();
+}
+
+uint64_t pinpool_descriptor_element_size(const pinpool_descriptor_t* d) {
+  return d == nullptr ? 0 : pinpool::AsDescriptor(d)->element_size();
+}
+
+size_t pinpool_descriptor_key_count(const pinpool_descriptor_t* d) {
+  return d == nullptr ? 0 : pinpool::AsDescriptor(d)->key_count();
+}
+
+int pinpool_descriptor_element(const pinpool_descriptor_t* d, uint64_t i, size_t key,
+                               uint64_t* address, uint64_t* rkey) {
+  if (d == nullptr || address == nullptr || rkey == nullptr) return -EINVAL;
+  const std::optional<pinpool::RemoteElement> e = pinpool::AsDescriptor(d)->Element(i);
+  if (!e.has_value() || key >= pinpool::AsDescriptor(d)->key_count()) return -EINVAL;
+  *address = e->address;
+  *rkey = e->keys[key];
   return 0;
 }
 
