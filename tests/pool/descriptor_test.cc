@@ -9,6 +9,9 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -271,6 +274,25 @@ TEST(DescriptorTest, TheCApiDecodesAndRefuses) {
   EXPECT_EQ(pinpool_descriptor_decode(v2.data(), v2.size(), &d, err, sizeof err), -ENOSYS);
   EXPECT_EQ(pinpool_descriptor_decode(nullptr, 10, &d, err, sizeof err), -EINVAL);
   EXPECT_EQ(pinpool_descriptor_decode(b.data(), b.size(), nullptr, err, sizeof err), -EINVAL);
+}
+
+TEST(DescriptorTest, TheFuzzCorpusSeedsAreValidDescriptors) {
+  // tests/fuzz/descriptor_corpus: a 0 (decode as is), then a descriptor that must decode, so the
+  // fuzzer's mutations start from real ones.
+  const std::filesystem::path dir =
+      std::filesystem::path(__FILE__).parent_path().parent_path() / "fuzz" / "descriptor_corpus";
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GE(raw.size(), 1u) << entry.path();
+    EXPECT_EQ(raw[0], 0) << entry.path();
+    const auto d = Descriptor::Decode(
+        std::span(reinterpret_cast<const std::byte*>(raw.data()) + 1, raw.size() - 1));
+    EXPECT_TRUE(d.ok()) << entry.path() << ": " << d.status();
+    ++seeds;
+  }
+  EXPECT_GE(seeds, 5);
 }
 
 }  // namespace
