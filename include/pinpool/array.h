@@ -17,9 +17,10 @@
 // and two loads: O(1), no lock.
 //
 // Ownership. An Array is a move-only handle; Pool::Deallocate(Array&&) frees it and every element
-// at once. Dropping a non-empty Array without freeing it leaks its memory until the pool is
-// destroyed (as dropping a Block does; PoolStats::arrays counts the arrays alive). An Array means
-// nothing after its pool is destroyed.
+// at once. A run a remote grant can still reach is held, not reused, until the grant ends (as a
+// granted block is: pinpool/grant_lock.h). Dropping a non-empty Array without freeing it leaks its
+// memory until the pool is destroyed (as dropping a Block does; PoolStats::arrays counts the arrays
+// alive). An Array means nothing after its pool is destroyed.
 //
 // Thread safety: a const Array may be read from any thread at once.
 #ifndef PINPOOL_ARRAY_H_
@@ -89,6 +90,14 @@ class Array {
                  run.chunk);
   }
   Block operator[](std::size_t i) const noexcept { return Element(i); }
+  // Run r's elements as one Block (count x stride bytes from its base, inside one chunk): what a
+  // grant of the whole run covers (pinpool/verbs_remote_access.h, GrantArray), and what
+  // GrantLock::CheckLive accepts as a live block while the array lives. Empty when r is out of
+  // range.
+  Block Run(std::size_t r) const noexcept {
+    if (r >= runs_.size()) return {};
+    return Block(runs_[r].base, runs_[r].count * stride_, runs_[r].chunk);
+  }
 
  private:
   friend class internal::PoolArrays;

@@ -3,8 +3,10 @@
 
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "pinpool/grant_lock.h"
 #include "pinpool/pool.h"
 #include "util/bytes.h"
 #include "util/check.h"
@@ -21,6 +23,33 @@ absl::Status Invalid(std::size_t count, std::size_t size, std::size_t alignment,
 }
 
 }  // namespace
+
+PoolArrays::PoolArrays(Arena* arena, PoolClasses* classes, GrantRegistry* grants)
+    : arena_(arena),
+      classes_(classes),
+      grants_(grants),
+      state_(new std::atomic<std::uint8_t>[arena->max_chunks()]()) {}
+
+std::atomic<std::uint8_t>* PoolArrays::StateOf(const void* p) const noexcept {
+  const std::uintptr_t index =
+      (reinterpret_cast<std::uintptr_t>(p) - arena_->range_base()) >> arena_->chunk_shift();
+  return index < arena_->max_chunks() ? &state_[index] : nullptr;
+}
+
+bool PoolArrays::IsLiveRun(const void* p, std::size_t size) const noexcept {
+  const std::atomic<std::uint8_t>* state = StateOf(p);
+  return state != nullptr && state->load(std::memory_order_acquire) == kLive &&
+         (reinterpret_cast<std::uintptr_t>(p) & (arena_->chunk_size() - 1)) == 0 &&
+         size <= arena_->chunk_size();
+}
+
+bool PoolArrays::ReleaseHeld(void* p) noexcept {
+  std::atomic<std::uint8_t>* state = StateOf(p);
+  if (state == nullptr || state->load(std::memory_order_acquire) != kHeld) return false;
+  state->store(kNone, std::memory_order_release);
+  GiveChunk(p);
+  return true;
+}
 
 void* PoolArrays::TakeChunk() noexcept {
   const std::size_t cs = arena_->chunk_size();
@@ -101,7 +130,10 @@ absl::StatusOr<Array> PoolArrays::Allocate(Pool& pool, std::size_t count, std::s
     void* chunk = TakeChunk();
     if (chunk == nullptr) {
       const absl::Status why = TakeError();
-      for (const ArrayRun& run : a.runs_) GiveChunk(run.base);
+      for (const ArrayRun& run : a.runs_) {
+        StateOf(run.base)->store(kNone, std::memory_order_release);
+        GiveChunk(run.base);
+      }
       arena_->Trim(mapped_before);
       return absl::Status(why.code(),
                           absl::StrFormat("AllocateArray(count %zu, element_size "
@@ -109,6 +141,7 @@ absl::StatusOr<Array> PoolArrays::Allocate(Pool& pool, std::size_t count, std::s
                                           "gave them back; then: %s",
                                           count, element_size, c, chunks, why.message()));
     }
+    StateOf(chunk)->store(kLive, std::memory_order_release);
     const std::size_t first = c * per_chunk;
     a.runs_.push_back({chunk, arena_->ChunkOf(chunk), first, std::min(per_chunk, count - first)});
   }
@@ -124,7 +157,21 @@ void PoolArrays::Free(Pool& pool, Array& array) noexcept {
   if (array.in_block_) {
     pool.Deallocate(array.runs_[0].base);
   } else {
-    for (const ArrayRun& run : array.runs_) GiveChunk(run.base);
+    // Each run the grant registry knows is held (and may be released at once, by a synchronous
+    // revocation, when the lock goes); the others go back now, after the lock.
+    std::vector<void*> now;
+    now.reserve(array.runs_.size());
+    {
+      GrantLock lock(pool);
+      for (const ArrayRun& run : array.runs_) {
+        StateOf(run.base)->store(kHeld, std::memory_order_release);
+        if (grants_->OnFreeLocked(run.base, 0, lock) == GrantRegistry::FreeOutcome::kNotGranted) {
+          StateOf(run.base)->store(kNone, std::memory_order_release);
+          now.push_back(run.base);
+        }
+      }
+    }
+    for (void* chunk : now) GiveChunk(chunk);
     chunk_bytes_.fetch_sub(array.runs_.size() * arena_->chunk_size(), std::memory_order_relaxed);
   }
   live_.fetch_sub(1, std::memory_order_relaxed);

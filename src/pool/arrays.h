@@ -15,19 +15,28 @@
 // AllocateArray leaves nothing mapped or registered behind (chunks another thread mapped meanwhile
 // may be trimmed too, if idle: they grow again on demand).
 //
+// Grants (pinpool/grant_lock.h): a run of a live chunk array is grantable as a block
+// (IsLiveRun: its chunk's state here, one byte per chunk). Freeing an array asks the grant
+// registry about each run, under the grant lock: a run no grant reaches goes back at once; one a
+// grant reaches is held (its chunk stays carved, out of every heap and of Trim) and goes back
+// when its last grant ends (ReleaseHeld, from the GrantLock that ended it). Small arrays are
+// blocks and are held as blocks are.
+//
 // Thread safety: Allocate and Free from any thread (the ledger and the arena take their locks);
-// the counts are atomics.
+// the counts and chunk states are atomics.
 #ifndef PINPOOL_POOL_ARRAYS_H_
 #define PINPOOL_POOL_ARRAYS_H_
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "arena/arena.h"
 #include "pinpool/array.h"
 #include "pool/classes.h"
+#include "pool/grant_registry.h"
 
 namespace pinpool {
 class Pool;
@@ -38,7 +47,7 @@ namespace pinpool::internal {
 class PoolArrays {
  public:
   // `classes` may be null (a pool without named classes); both must outlive this.
-  PoolArrays(Arena* arena, PoolClasses* classes) : arena_(arena), classes_(classes) {}
+  PoolArrays(Arena* arena, PoolClasses* classes, GrantRegistry* grants);
 
   // `count` elements of `element_size` bytes aligned to `alignment`; `pool` serves small arrays.
   // Errors as Pool::AllocateArray states.
@@ -47,6 +56,11 @@ class PoolArrays {
   // Frees a non-empty array of this pool (aborts naming the rule for another pool's) and empties
   // it.
   void Free(Pool& pool, Array& array) noexcept;
+
+  // True when `p` is the base of a run of a live (not freed) chunk array and `size` fits it.
+  bool IsLiveRun(const void* p, std::size_t size) const noexcept;
+  // When `p` is a held run's chunk (freed while granted), gives the chunk back and returns true.
+  bool ReleaseHeld(void* p) noexcept;
 
   std::size_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
   // Whole chunks held by arrays (small arrays are blocks: counted as live blocks).
@@ -58,8 +72,13 @@ class PoolArrays {
   // Why the last TakeChunk failed.
   absl::Status TakeError() const;
 
+  enum State : std::uint8_t { kNone, kLive, kHeld };  // of a chunk, for arrays
+  std::atomic<std::uint8_t>* StateOf(const void* p) const noexcept;
+
   Arena* const arena_;
   PoolClasses* const classes_;
+  GrantRegistry* const grants_;
+  const std::unique_ptr<std::atomic<std::uint8_t>[]> state_;  // per chunk of the budget
   std::atomic<std::size_t> live_{0};
   std::atomic<std::size_t> chunk_bytes_{0};
 };

@@ -8,8 +8,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <set>
 
+#include "pinpool/grant_lock.h"
 #include "pinpool/pool.h"
 #include "support/counting_domain.h"
 
@@ -263,6 +266,102 @@ TEST(ArrayTest, AFreedArraysChunksAreZeroedBeforeAScrubbingClassTakesThem) {
   const auto* p = static_cast<const unsigned char*>(b.data());
   for (std::size_t i = 0; i < 4096; ++i) ASSERT_EQ(p[i], 0) << "array bytes seen by another class";
   pool->Deallocate(b);
+}
+
+// A grant mechanism that records revocations and, when `synchronous`, ends the grant at once (as
+// a range region's deregistration does).
+class FakeHolder final : public GrantHolder {
+ public:
+  explicit FakeHolder(bool synchronous) : synchronous_(synchronous) {}
+  void RevokeForFree(GrantLock& lock, std::uint64_t id) override {
+    revoked.push_back(id);
+    if (synchronous_) lock.End(blocks.at(id), *this, id);
+  }
+  std::vector<std::uint64_t> revoked;
+  std::map<std::uint64_t, void*> blocks;
+
+ private:
+  const bool synchronous_;
+};
+
+TEST(ArrayGrantTest, RunsOfALiveArrayAreGrantableAndNothingElseOfItIs) {
+  auto d = std::make_shared<CountingDomain>();
+  auto pool = Pool::Create(Options({d})).value();
+  Array a = pool->AllocateArray(3 * 1024, 4096, 4096).value();
+  Array small = pool->AllocateArray(4, 64, 64).value();
+  EXPECT_FALSE(a.Run(3));
+  EXPECT_EQ(a.Run(1).size(), 1024u * 4096);
+  {
+    GrantLock lock(*pool);
+    for (std::size_t r = 0; r < 3; ++r) EXPECT_TRUE(lock.CheckLive(a.Run(r)).ok()) << r;
+    EXPECT_TRUE(lock.CheckLive(small.Run(0)).ok()) << "a small array's block";
+    EXPECT_EQ(lock.CheckLive(a.Element(5)).code(), absl::StatusCode::kInvalidArgument)
+        << "an element inside a run is not a run";
+    EXPECT_EQ(lock.CheckLive(Block(a.Run(0).data(), 2 * kChunk, &a.Run(0).chunk())).code(),
+              absl::StatusCode::kInvalidArgument)
+        << "more than a chunk";
+  }
+  const Block run0 = a.Run(0);
+  pool->Deallocate(std::move(a));
+  pool->Deallocate(std::move(small));
+  GrantLock lock(*pool);
+  EXPECT_FALSE(lock.CheckLive(run0).ok()) << "a freed array's run";
+}
+
+TEST(ArrayGrantTest, AFreedArrayKeepsItsGrantedRunsUntilTheirGrantsEnd) {
+  auto d = std::make_shared<CountingDomain>();
+  auto pool = Pool::Create(Options({d})).value();
+  FakeHolder holder(/*synchronous=*/false);
+  Array a = pool->AllocateArray(3 * 1024, 4096, 4096).value();
+  const Block run1 = a.Run(1);
+  {
+    GrantLock lock(*pool);
+    ASSERT_TRUE(lock.CheckLive(run1).ok());
+    lock.Begin(run1, holder, 7);
+  }
+  pool->Deallocate(std::move(a));
+  EXPECT_EQ(holder.revoked, std::vector<std::uint64_t>{7});
+  PoolStats s = pool->GetStats();
+  EXPECT_EQ(s.arrays, 0u);
+  EXPECT_EQ(s.array_bytes, 0u);
+  EXPECT_EQ(s.grants.held_blocks, 1u);
+  EXPECT_EQ(s.grants.held_bytes, run1.size());
+  {
+    GrantLock lock(*pool);
+    EXPECT_TRUE(lock.Held(run1.data()));
+    EXPECT_EQ(lock.CheckLive(run1).code(), absl::StatusCode::kFailedPrecondition);
+  }
+  // The other two chunks are free again; the held one is never handed out: the budget's other
+  // 15 chunks take arrays and blocks, and none lies in it.
+  EXPECT_EQ(pool->Trim(0), 2 * kChunk) << "the two runs no grant reached went back";
+  std::vector<Array> arrays;
+  for (;;) {
+    auto next = pool->AllocateArray(1024, 4096, 4096);
+    if (!next.ok()) break;
+    ASSERT_NE(next->runs()[0].base, run1.data()) << "a held run was handed out again";
+    arrays.push_back(std::move(*next));
+  }
+  EXPECT_EQ(arrays.size(), 15u);
+  EXPECT_FALSE(pool->Allocate(4096)) << "the budget is spent, the held chunk stays out";
+  for (Array& x : arrays) pool->Deallocate(std::move(x));
+  { GrantLock(*pool).End(run1.data(), holder, 7); }
+  s = pool->GetStats();
+  EXPECT_EQ(s.grants.held_blocks, 0u);
+  EXPECT_EQ(pool->Trim(0), 16 * kChunk) << "released, the run's chunk is idle again";
+}
+
+TEST(ArrayGrantTest, ASynchronousRevocationGivesTheRunBackAtOnce) {
+  auto d = std::make_shared<CountingDomain>();
+  auto pool = Pool::Create(Options({d})).value();
+  FakeHolder holder(/*synchronous=*/true);
+  Array a = pool->AllocateArray(2 * 1024, 4096, 4096).value();
+  const Block run0 = a.Run(0);
+  holder.blocks[1] = run0.data();
+  { GrantLock(*pool).Begin(run0, holder, 1); }
+  pool->Deallocate(std::move(a));
+  EXPECT_EQ(holder.revoked, std::vector<std::uint64_t>{1});
+  EXPECT_EQ(pool->GetStats().grants.held_blocks, 0u);
+  EXPECT_EQ(pool->Trim(0), 2 * kChunk);
 }
 
 TEST(ArrayDeathTest, FreeingAnElementOrAnotherPoolsArrayAborts) {
