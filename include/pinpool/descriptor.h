@@ -118,13 +118,16 @@ class PINPOOL_EXPORT Descriptor {
   std::uint64_t element_size() const noexcept { return element_size_; }
   std::size_t key_count() const noexcept { return key_count_; }
   std::span<const DescriptorRun> runs() const noexcept { return runs_; }
-  // Element i: its remote address and keys; nullopt when i >= size(). O(log runs).
+  // Element i: its remote address and keys; nullopt when i >= size(). O(1) for what Describe
+  // and DescribeGrants write of an array (every run holds the same count but the first and the
+  // last, which hold no more), O(log runs) for any other valid descriptor.
   std::optional<RemoteElement> Element(std::uint64_t i) const noexcept;
 
  private:
   std::uint64_t element_size_ = 0;
   std::uint64_t elements_ = 0;
   std::size_t key_count_ = 0;
+  std::uint64_t uniform_count_ = 0;  // the count of every middle run when uniform, else 0
   std::vector<DescriptorRun> runs_;
 };
 

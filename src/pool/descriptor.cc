@@ -230,17 +230,32 @@ absl::StatusOr<Descriptor> Descriptor::Decode(std::span<const std::byte> in) {
   if (next != d.elements_) {
     return Bad(absl::StrFormat("the runs hold %u elements, the header says %u", next, d.elements_));
   }
+  // An array's runs (or a subrange's) all hold the same count but the first and the last, which
+  // hold no more: then Element finds the run by one division.
+  const std::size_t n = d.runs_.size();
+  d.uniform_count_ = n >= 3 ? d.runs_[1].count : 0;
+  for (std::size_t r = 1; r < n && d.uniform_count_ != 0; ++r) {
+    if (r + 1 < n ? d.runs_[r].count != d.uniform_count_ : d.runs_[r].count > d.uniform_count_) {
+      d.uniform_count_ = 0;
+    }
+  }
   return d;
 }
 
 std::optional<RemoteElement> Descriptor::Element(std::uint64_t i) const noexcept {
   if (i >= elements_) return std::nullopt;
-  // The last run starting at or before i (runs are numbered without gaps, from 0).
-  const auto it =
-      std::upper_bound(runs_.begin(), runs_.end(), i,
-                       [](std::uint64_t v, const DescriptorRun& r) { return v < r.first; });
-  const DescriptorRun& run = *(it - 1);
-  return RemoteElement{run.base + (i - run.first) * run.stride, element_size_, run.keys};
+  const DescriptorRun* run;
+  if (i < runs_[0].count) {
+    run = &runs_[0];
+  } else if (uniform_count_ != 0) {
+    run = &runs_[1 + (i - runs_[0].count) / uniform_count_];
+  } else {
+    // The last run starting at or before i (runs are numbered without gaps, from 0).
+    run = &*(std::upper_bound(runs_.begin(), runs_.end(), i,
+                              [](std::uint64_t v, const DescriptorRun& r) { return v < r.first; }) -
+             1);
+  }
+  return RemoteElement{run->base + (i - run->first) * run->stride, element_size_, run->keys};
 }
 
 }  // namespace pinpool

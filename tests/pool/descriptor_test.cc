@@ -163,6 +163,32 @@ TEST(DescriptorTest, BlocksOfOneSizeAreARunEach) {
   for (std::size_t i = 0; i < 3; ++i) pool->Deallocate(blocks[i]);
 }
 
+TEST(DescriptorTest, EveryElementIsFoundInUniformAndUnevenRunsAlike) {
+  // Uniform middles (the one-division path) and uneven ones (the search), against a walk.
+  const std::vector<std::vector<std::uint64_t>> shapes = {
+      {5},          {3, 5},    {7, 2},    {3, 5, 5, 5, 2}, {5, 5, 5},   {1, 4, 4, 4},
+      {3, 5, 2, 7}, {2, 2, 3}, {4, 4, 5}, {1, 1, 1, 1, 1}, {6, 5, 5, 5}};
+  for (const auto& counts : shapes) {
+    DescriptorWriter w(8, 1);
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      const std::uint64_t key = r;
+      ASSERT_TRUE(w.AddRun(0x100000 * (r + 1), 16, counts[r], {&key, 1}).ok());
+    }
+    const Descriptor d = Descriptor::Decode(w.Finish().value()).value();
+    std::uint64_t i = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      for (std::uint64_t k = 0; k < counts[r]; ++k, ++i) {
+        const auto e = d.Element(i);
+        ASSERT_TRUE(e) << i;
+        ASSERT_EQ(e->address, 0x100000 * (r + 1) + 16 * k)
+            << "runs " << counts.size() << " i " << i;
+        ASSERT_EQ(e->keys[0], r);
+      }
+    }
+    EXPECT_FALSE(d.Element(i));
+  }
+}
+
 TEST(DescriptorTest, TheWriterRefusesWhatTheDecoderWould) {
   const std::uint64_t keys[kMaxDomains + 1] = {};
   EXPECT_FALSE(DescriptorWriter(0, 1).Finish().ok());
