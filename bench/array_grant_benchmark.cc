@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench_grants.h"
 #include "bench_pool.h"
 #include "bench_verbs.h"
 #include "pinpool/pool.h"
@@ -51,20 +52,12 @@ Env& E() {
 }
 
 std::unique_ptr<VerbsRemoteAccess> Access(benchmark::State& state, GrantMechanism m) {
-  absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> a = VerbsRemoteAccess::Create(
-      *E().server, E().pair->qp(kServer), {.mechanism = m, .min_idle_windows = 64});
-  if (!a.ok()) {
-    state.SkipWithError(a.status().ToString().c_str());
-    return nullptr;
-  }
-  VerbsRemoteAccess* raw = a->get();
-  E().pair->SetCompletionHook(kServer, [raw](const ibv_wc& wc) { return raw->OnCompletion(wc); });
-  return *std::move(a);
+  return pinpool::bench::AccessFor(state, *E().server, *E().pair, kServer,
+                                   {.mechanism = m, .min_idle_windows = 64});
 }
 
 void Done(std::unique_ptr<VerbsRemoteAccess>& access) {
-  E().pair->SetCompletionHook(kServer, nullptr);
-  access.reset();
+  pinpool::bench::EndAccess(*E().pair, kServer, access);
 }
 
 // Revokes every grant and waits until none can be used.

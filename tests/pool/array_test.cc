@@ -8,13 +8,12 @@
 
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <set>
 
 #include "pinpool/grant_lock.h"
 #include "pinpool/pool.h"
 #include "support/counting_domain.h"
+#include "support/fake_grant_holder.h"
 
 namespace pinpool {
 namespace {
@@ -268,21 +267,7 @@ TEST(ArrayTest, AFreedArraysChunksAreZeroedBeforeAScrubbingClassTakesThem) {
   pool->Deallocate(b);
 }
 
-// A grant mechanism that records revocations and, when `synchronous`, ends the grant at once (as
-// a range region's deregistration does).
-class FakeHolder final : public GrantHolder {
- public:
-  explicit FakeHolder(bool synchronous) : synchronous_(synchronous) {}
-  void RevokeForFree(GrantLock& lock, std::uint64_t id) override {
-    revoked.push_back(id);
-    if (synchronous_) lock.End(blocks.at(id), *this, id);
-  }
-  std::vector<std::uint64_t> revoked;
-  std::map<std::uint64_t, void*> blocks;
-
- private:
-  const bool synchronous_;
-};
+using FakeHolder = testing::FakeGrantHolder;
 
 TEST(ArrayGrantTest, RunsOfALiveArrayAreGrantableAndNothingElseOfItIs) {
   auto d = std::make_shared<CountingDomain>();

@@ -59,17 +59,6 @@ class ArrayRdmaTest : public testing::ServerAndPeerTest {
             .rkey = RKey{static_cast<std::uint32_t>(e ? e->keys[0] : 0)},
             .length = length};
   }
-  // A peer buffer of `n` bytes holding pattern `seed`.
-  ibv_sge PeerBuffer(std::size_t n, std::uint64_t seed) {
-    if (!peer_buf_ || peer_buf_.size() < n) {
-      if (peer_buf_) peer_->Deallocate(peer_buf_);
-      peer_buf_ = peer_->Allocate(std::max<std::size_t>(n, 64 * kKiB));
-    }
-    Fill(peer_buf_.data(), n, seed);
-    ibv_sge sge = ToSge(peer_buf_);
-    sge.length = static_cast<std::uint32_t>(n);
-    return sge;
-  }
 
   // The peer WRITEs pattern 100 + i into element i (through the descriptor), then READs it back
   // into a zeroed buffer; the server sees exactly those bytes and its neighbours keep theirs.
@@ -99,7 +88,6 @@ class ArrayRdmaTest : public testing::ServerAndPeerTest {
   }
 
   std::unique_ptr<VerbsRemoteAccess> access_;
-  Block peer_buf_;
 };
 
 // 512 MiB of 4 KiB pages in 8 MiB chunks (64 registrations; the guest has 2 GiB): every element's
