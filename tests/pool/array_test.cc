@@ -361,5 +361,27 @@ TEST(ArrayDeathTest, FreeingAnElementOrAnotherPoolsArrayAborts) {
   pool->Deallocate(std::move(a));
 }
 
+TEST(ArrayDeathTest, AChunkTheHeapHadBeforeKeepsNoBlockAnArrayElementCouldBeFreedAs) {
+  // The heap carves 64 KiB blocks from its chunk, frees them and gives the chunk back (Trim,
+  // keeping it mapped); the array takes it: its elements, at the old blocks' starts, are not
+  // blocks to Deallocate.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto d = std::make_shared<CountingDomain>();
+  auto pool = Pool::Create(Options({d}, kChunk)).value();
+  std::vector<Block> blocks;
+  for (int i = 0; i < 16; ++i) blocks.push_back(pool->Allocate(64 * kKiB));
+  const void* first = blocks[0].data();
+  for (const Block& b : blocks) pool->Deallocate(b);
+  EXPECT_EQ(pool->Trim(kChunk), 0u) << "the chunk stays mapped";
+  auto a = pool->AllocateArray(1024, 4096, 4096);
+  ASSERT_TRUE(a.ok()) << a.status() << " (the heap kept its chunk)";
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(a->runs()[0].base), pool->Lookup(first)->chunk().base)
+      << "the array has the heap's old chunk";
+  for (const Block& b : blocks) {
+    EXPECT_DEATH(pool->Deallocate(b.data()), "Deallocate") << b.data();
+  }
+  pool->Deallocate(std::move(*a));
+}
+
 }  // namespace
 }  // namespace pinpool
