@@ -178,7 +178,10 @@ class PINPOOL_EXPORT Pool {
   absl::StatusOr<Array> AllocateArray(std::size_t count, std::size_t element_size,
                                       std::size_t alignment = 1);
   // Frees an array of this pool and empties it; an empty Array is ignored. Aborts for an array of
-  // another pool. Freeing one of its elements with Deallocate aborts (not a block's start).
+  // another pool. Its elements are not blocks: freeing one with Deallocate(void*) aborts (not a
+  // block's start), except element 0 of a one-block array (Array::in_block), which is its block's
+  // start: freeing it frees the array's memory, and a later Deallocate(Array) aborts (a double
+  // free).
   void Deallocate(Array&& array) noexcept;
 
   // Resizes in place when it can, else moves the contents to a new block (aligned to 16 bytes;

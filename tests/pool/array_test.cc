@@ -361,6 +361,21 @@ TEST(ArrayDeathTest, FreeingAnElementOrAnotherPoolsArrayAborts) {
   pool->Deallocate(std::move(a));
 }
 
+TEST(ArrayDeathTest, FreeingElementZeroOfAOneBlockArrayMakesItsOwnFreeADoubleFree) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto d = std::make_shared<CountingDomain>();
+  auto pool = Pool::Create(Options({d})).value();
+  Array a = pool->AllocateArray(8, 64, 64).value();
+  ASSERT_TRUE(a.in_block());
+  EXPECT_DEATH(
+      {
+        pool->Deallocate(a.Element(0).data());
+        pool->Deallocate(std::move(a));
+      },
+      "free already");
+  pool->Deallocate(std::move(a));
+}
+
 TEST(ArrayDeathTest, AChunkTheHeapHadBeforeKeepsNoBlockAnArrayElementCouldBeFreedAs) {
   // The heap carves 64 KiB blocks from its chunk, frees them and gives the chunk back (Trim,
   // keeping it mapped); the array takes it: its elements, at the old blocks' starts, are not
