@@ -27,6 +27,7 @@
 #include <cstring>
 #include <memory>
 
+#include "bench_grants.h"
 #include "bench_pool.h"
 #include "bench_verbs.h"
 #include "pinpool/pool.h"
@@ -73,20 +74,11 @@ pinpool::Pool* MakePool(std::shared_ptr<pinpool::VerbsDomain> domain) {
 
 // One connection's VerbsRemoteAccess for a benchmark, its completions routed through the pair.
 std::unique_ptr<VerbsRemoteAccess> Access(benchmark::State& state, GrantMechanism m) {
-  absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> a =
-      VerbsRemoteAccess::Create(*E().server, E().pair->qp(kServer), {.mechanism = m});
-  if (!a.ok()) {
-    state.SkipWithError(a.status().ToString().c_str());
-    return nullptr;
-  }
-  VerbsRemoteAccess* raw = a->get();
-  E().pair->SetCompletionHook(kServer, [raw](const ibv_wc& wc) { return raw->OnCompletion(wc); });
-  return *std::move(a);
+  return pinpool::bench::AccessFor(state, *E().server, *E().pair, kServer, {.mechanism = m});
 }
 
 void Done(std::unique_ptr<VerbsRemoteAccess>& access) {
-  E().pair->SetCompletionHook(kServer, nullptr);
-  access.reset();
+  pinpool::bench::EndAccess(*E().pair, kServer, access);
 }
 
 bool Await(VerbsRemoteAccess& access, const RemoteGrant& g) {

@@ -66,11 +66,12 @@ class PINPOOL_EXPORT GrantLock {
   // True when `block` (a block's start) was freed and is held until its grants end.
   bool Held(const void* block) const;
   // Whether `block` may be granted: OK for a live block of the pool (the start of a block from
-  // Allocate that is not freed). kFailedPrecondition when it was freed (held until its grants
-  // end, or back in the pool's heap); kInvalidArgument when it is no block of this pool. Call it
-  // under the lock, before registering anything for the grant. What it cannot tell: a block
-  // freed and allocated again (by anyone) is a live block again, and a free racing with the
-  // grant on another thread is the application's race (as freeing a block another thread uses).
+  // Allocate that is not freed, or a run of a live array: Array::Run). kFailedPrecondition when it
+  // was freed (held until its grants end, or back in the pool's heap); kInvalidArgument when it is
+  // no block of this pool. Call it under the lock, before registering anything for the grant. What
+  // it cannot tell: a block freed and allocated again (by anyone) is a live block again, and a free
+  // racing with the grant on another thread is the application's race (as freeing a block another
+  // thread uses).
   absl::Status CheckLive(const Block& block) const;
   // The pool's grant counters (PoolStats::grants), for the holder to keep: the ones every
   // mechanism has (grants, live, revoking).

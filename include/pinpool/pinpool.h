@@ -4,7 +4,9 @@
 #define PINPOOL_PINPOOL_H_
 
 #include "pinpool/allocator.h"
+#include "pinpool/array.h"
 #include "pinpool/block.h"
+#include "pinpool/descriptor.h"
 #include "pinpool/domain.h"
 #include "pinpool/keys.h"
 #include "pinpool/memory_resource.h"

@@ -110,6 +110,69 @@ PINPOOL_EXPORT size_t pinpool_usable_size(const pinpool_pool_t* pool, const void
 PINPOOL_EXPORT int pinpool_keys(const pinpool_pool_t* pool, const void* p, size_t domain,
                                 pinpool_keys_t* out);
 
+/* Arrays (pinpool/array.h): `count` elements of one size and alignment allocated and freed as
+ * one object that may span many chunks, no element straddling a chunk (one registration). An
+ * element is found in constant time. A pinpool_array_t belongs to the pool it came from; it is
+ * read-only and may be read from any thread at once. */
+typedef struct pinpool_array pinpool_array_t;
+
+/* The elements of an array that lie in one chunk (or in its one block, for a small array):
+ * element `first + k` is at base + k * stride, for k < count. */
+typedef struct pinpool_array_run {
+  void* base;
+  size_t first;
+  size_t count;
+  size_t stride;       /* bytes between elements: element_size rounded up to the alignment */
+  size_t element_size; /* bytes in each element */
+} pinpool_array_run_t;
+
+/* Allocates an array of `count` elements of `element_size` bytes, each aligned to `alignment` (a
+ * power of two, at most element_size). On success stores it in *out and returns 0; on failure
+ * stores NULL, leaves nothing mapped or registered behind, returns a negative errno code and
+ * writes the reason to errbuf (as pinpool_create):
+ *   -EINVAL  count 0, element_size 0, a bad alignment, an element larger than the chunk size,
+ *            count x stride overflowing
+ *   -ENOMEM  more than the budget holds, or growth met a limit (the message names it)
+ *   -EIO     anything else (the message says what) */
+PINPOOL_EXPORT int pinpool_array_alloc(pinpool_pool_t* pool, size_t count, size_t element_size,
+                                       size_t alignment, pinpool_array_t** out, char* errbuf,
+                                       size_t errlen);
+/* Frees an array of this pool and every element at once. NULL is ignored. */
+PINPOOL_EXPORT void pinpool_array_free(pinpool_pool_t* pool, pinpool_array_t* array);
+/* Elements in the array (0 for NULL). */
+PINPOOL_EXPORT size_t pinpool_array_size(const pinpool_array_t* array);
+/* The address of element i; NULL when i >= pinpool_array_size(array) or array is NULL. */
+PINPOOL_EXPORT void* pinpool_array_element(const pinpool_array_t* array, size_t i);
+/* The registration element i lies in, for the pool's domain number `domain`, with the element's
+ * offset in it. 0, or -EINVAL when i or domain is out of range or an argument is NULL. */
+PINPOOL_EXPORT int pinpool_array_keys(const pinpool_array_t* array, size_t i, size_t domain,
+                                      pinpool_keys_t* out);
+/* Runs in the array (one per chunk it spans; 0 for NULL), and run r, in element order. 0, or
+ * -EINVAL when r is out of range or an argument is NULL. */
+PINPOOL_EXPORT size_t pinpool_array_run_count(const pinpool_array_t* array);
+PINPOOL_EXPORT int pinpool_array_run(const pinpool_array_t* array, size_t r,
+                                     pinpool_array_run_t* out);
+
+/* Compact descriptors (pinpool/descriptor.h), the peer's side: decodes the bytes a peer sent
+ * (untrusted: every field is checked) into a handle that gives any element's remote address and
+ * keys. On success stores the handle in *out and returns 0; else stores NULL, returns -EINVAL
+ * (malformed: errbuf names the field) or -ENOSYS (a version this library does not read), -ENOMEM
+ * when the handle cannot be made. */
+typedef struct pinpool_descriptor pinpool_descriptor_t;
+PINPOOL_EXPORT int pinpool_descriptor_decode(const void* bytes, size_t length,
+                                             pinpool_descriptor_t** out, char* errbuf,
+                                             size_t errlen);
+/* NULL is ignored. */
+PINPOOL_EXPORT void pinpool_descriptor_free(pinpool_descriptor_t* descriptor);
+/* Elements described, bytes in each, keys per element (0 for NULL). */
+PINPOOL_EXPORT uint64_t pinpool_descriptor_size(const pinpool_descriptor_t* descriptor);
+PINPOOL_EXPORT uint64_t pinpool_descriptor_element_size(const pinpool_descriptor_t* descriptor);
+PINPOOL_EXPORT size_t pinpool_descriptor_key_count(const pinpool_descriptor_t* descriptor);
+/* Element i's remote address and its key number `key` (for verbs: the rkey). 0, or -EINVAL when
+ * i or key is out of range or an argument is NULL. */
+PINPOOL_EXPORT int pinpool_descriptor_element(const pinpool_descriptor_t* descriptor, uint64_t i,
+                                              size_t key, uint64_t* address, uint64_t* rkey);
+
 /* "major.minor.patch" of the library actually linked. */
 PINPOOL_EXPORT const char* pinpool_version(void);
 

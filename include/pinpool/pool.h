@@ -43,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pinpool/array.h"
 #include "pinpool/block.h"
 #include "pinpool/export.h"
 #include "pinpool/fast_path.h"
@@ -60,6 +61,7 @@ struct CApi;
 class GrantRegistry;
 class Heap;
 struct PoolMetrics;
+class PoolArrays;
 class PoolClasses;
 class Sharing;
 struct Handover;
@@ -163,6 +165,25 @@ class PINPOOL_EXPORT Pool {
   // Frees by address alone (C-style): as fast, and checked as closely, as the sized free (the
   // block's size class comes from the pool's page map either way). Null is ignored.
   PINPOOL_FAST_INLINE void Deallocate(void* data) noexcept { Deallocate(data, 0); }
+
+  // An array of `count` elements of `element_size` bytes, each aligned to `alignment` (a power
+  // of two, at most element_size), that may span many chunks, no element straddling one
+  // (pinpool/array.h; docs/arrays.md). One block when it fits one (count x stride <=
+  // max_block_size()), else whole chunks of the default class. Its contents are unspecified, as
+  // a block's. Not the fast path: it may grow the pool (a registration per chunk).
+  // Errors: kInvalidArgument (count 0, element_size 0, an alignment that is not a power of two or
+  // is larger than the element, an element larger than chunk_size(), count x stride overflowing),
+  // kResourceExhausted (more chunks than the budget holds, or the budget, a class's reservations
+  // or a ceiling met while growing), or the growth error; on any error nothing it took stays
+  // taken, and chunks it mapped are unmapped again.
+  absl::StatusOr<Array> AllocateArray(std::size_t count, std::size_t element_size,
+                                      std::size_t alignment = 1);
+  // Frees an array of this pool and empties it; an empty Array is ignored. Aborts for an array of
+  // another pool. Its elements are not blocks: freeing one with Deallocate(void*) aborts (not a
+  // block's start), except element 0 of a one-block array (Array::in_block), which is its block's
+  // start: freeing it frees the array's memory, and a later Deallocate(Array) aborts (a double
+  // free).
+  void Deallocate(Array&& array) noexcept;
 
   // Resizes in place when it can, else moves the contents to a new block (aligned to 16 bytes;
   // a larger alignment the block was allocated with is not kept). On failure returns an empty
@@ -415,6 +436,8 @@ class PINPOOL_EXPORT Pool {
   std::uint32_t class_count_ = 1;
   // Chunks being given back, and what the application is told (pool/take_back.h).
   std::unique_ptr<internal::TakeBack> take_back_;
+  // Arrays (pool/arrays.h): made once the classes are attached, whose ledger they use.
+  std::unique_ptr<internal::PoolArrays> arrays_;
 };
 
 }  // namespace pinpool

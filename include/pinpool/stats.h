@@ -215,8 +215,12 @@ struct PINPOOL_EXPORT PoolStats {
   std::size_t thread_cache_limit_bytes = 0;    // the most one thread's cache holds (0: no caches)
   std::size_t transfer_cache_limit_bytes = 0;  // the most the transfer stacks hold together
   std::uint64_t cache_drains = 0;              // times every cache was drained for an allocation
-  std::uint64_t growths = 0;                   // chunks added, ever (trimmed ones too)
-  std::uint64_t growth_failures = 0;           // attempts to add a chunk that failed
+  // Arrays (pinpool/array.h) alive, and the whole chunks they hold (unused tails included);
+  // an array small enough to be one block is counted in live_bytes instead.
+  std::size_t arrays = 0;
+  std::size_t array_bytes = 0;
+  std::uint64_t growths = 0;          // chunks added, ever (trimmed ones too)
+  std::uint64_t growth_failures = 0;  // attempts to add a chunk that failed
   // Chunks given back because their backing had to go (Pool::GiveBack, a broken file lease:
   // docs/backing.md), the live blocks lost with them, and frees of lost blocks since (accepted,
   // ignored).
@@ -258,8 +262,8 @@ struct PINPOOL_EXPORT PoolStats {
   // Share of the heap's active pages that no block uses (size-class rounding, partly used runs):
   // 1 - (live + cached + held)/heap_active, in [0, 1]; 0 when nothing is active.
   double heap_fragmentation() const noexcept;
-  // Bytes mapped (and registered) that are not in a block or a cache, and their share of what is
-  // mapped (0 when nothing is).
+  // Bytes mapped (and registered) that are not in a block, a cache or an array's chunks, and
+  // their share of what is mapped (0 when nothing is).
   std::size_t mapped_unused_bytes() const noexcept;
   double mapped_unused_fraction() const noexcept;
 

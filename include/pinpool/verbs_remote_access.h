@@ -63,10 +63,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pinpool/array.h"
 #include "pinpool/block.h"
 #include "pinpool/export.h"
 #include "pinpool/pool.h"
@@ -172,6 +175,18 @@ class PINPOOL_EXPORT VerbsRemoteAccess {
   absl::StatusOr<RemoteGrant> Grant(const Block& block, std::size_t offset, std::size_t length,
                                     RemoteRights rights);
 
+  // Grants the peer `rights` on elements [first, first + count) of `array` (all of it by
+  // default): one grant per chunk run the range touches, over exactly those elements (count x
+  // stride bytes from the first one's address), never one per element. Each is a grant like any
+  // other: Revoke, Ended and SEND_WITH_INV apply to it, and freeing the array holds every run a
+  // grant reaches until its revocation completed (pinpool/array.h). Errors: as Grant's, and
+  // kInvalidArgument for an empty array or an empty or out-of-range subrange; on any error the
+  // grants already made for earlier runs are revoked. DescribeGrants turns the result into a
+  // descriptor for the peer.
+  absl::StatusOr<std::vector<RemoteGrant>> GrantArray(const Array& array, RemoteRights rights,
+                                                      std::size_t first = 0,
+                                                      std::size_t count = SIZE_MAX);
+
   // Revokes a grant: a region is deregistered at once; a window's invalidation is posted and
   // completes with its completion (OnCompletion). Idempotent: a grant already revoking or
   // ended is OK. kNotFound for an id this connection never issued.
@@ -204,6 +219,13 @@ class PINPOOL_EXPORT VerbsRemoteAccess {
   PINPOOL_NO_EXPORT explicit VerbsRemoteAccess(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// A compact descriptor (pinpool/descriptor.h) of what GrantArray granted on `array`: one run per
+// grant, with the grant's rkey, elements renumbered from 0 (element i of the descriptor is
+// element first + i of the array). kInvalidArgument for no grants, or a grant that is not whole
+// elements of the array.
+PINPOOL_EXPORT absl::StatusOr<std::vector<std::byte>> DescribeGrants(
+    const Array& array, std::span<const RemoteGrant> grants);
 
 }  // namespace pinpool
 

@@ -484,6 +484,11 @@ absl::Status Arena::last_growth_error() const {
   return last_growth_error_;
 }
 
+std::size_t Arena::mapped_bytes() const {
+  MutexLock lock(&mu_);
+  return ready_ * config_.chunk_size;
+}
+
 ArenaStats Arena::Stats() const {
   MutexLock lock(&mu_);
   ArenaStats s;

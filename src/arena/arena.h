@@ -291,6 +291,9 @@ class Arena {
   std::vector<std::uint32_t> BrokenLeases(std::size_t max_checks = SIZE_MAX);
 
   std::size_t chunk_size() const noexcept { return config_.chunk_size; }
+  // Bytes in ready chunks now (takes mu_ briefly).
+  std::size_t mapped_bytes() const;
+  std::size_t max_chunks() const noexcept { return max_chunks_; }
   // This process's memory cgroup, as found when the arena was made (checked before each chunk).
   const os::MemoryCgroupLocation& cgroup() const noexcept { return cgroup_; }
   const std::vector<std::shared_ptr<Domain>>& domains() const noexcept { return config_.domains; }

@@ -13,11 +13,14 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "pinpool/array.h"
 #include "pinpool/block.h"
+#include "pinpool/descriptor.h"
 #include "pinpool/keys.h"
 #include "pinpool/options.h"
 #include "pinpool/pinpool_c.h"
@@ -97,6 +100,28 @@ int Create(const pinpool_options_t* c_options, pinpool_pool_t** out, char* errbu
   *out = reinterpret_cast<pinpool_pool_t*>(pool->release());
   SetError(errbuf, errlen, "");
   return 0;
+}
+
+// What pinpool_keys and pinpool_array_keys report for `location`, for domain `domain`.
+int FillKeys(const Location& location, std::size_t domain, pinpool_keys_t* out) noexcept {
+  if (!location || domain >= location.domain_count()) return -EINVAL;
+  const Keys& keys = location.keys(domain);
+  *out = pinpool_keys_t{};
+  out->lkey = ToUnderlying(keys.lkey);
+  out->rkey = ToUnderlying(keys.rkey);
+  out->buffer_index = ToUnderlying(keys.buffer_index);
+  out->base = keys.base;
+  out->length = keys.length;
+  out->offset = location.offset(domain);
+  return 0;
+}
+
+const Array* AsArray(const pinpool_array_t* array) noexcept {
+  return reinterpret_cast<const Array*>(array);
+}
+
+const Descriptor* AsDescriptor(const pinpool_descriptor_t* d) noexcept {
+  return reinterpret_cast<const Descriptor*>(d);
 }
 
 void* Allocate(Pool* pool, std::size_t size, std::size_t alignment) noexcept {
@@ -227,15 +252,127 @@ size_t pinpool_usable_size(const pinpool_pool_t* pool, const void* p) {
 int pinpool_keys(const pinpool_pool_t* pool, const void* p, size_t domain, pinpool_keys_t* out) {
   if (pool == nullptr || out == nullptr) return -EINVAL;
   const std::optional<pinpool::Location> location = pinpool::AsPool(pool)->Lookup(p);
-  if (!location.has_value() || !*location || domain >= location->domain_count()) return -EINVAL;
-  const pinpool::Keys& keys = location->keys(domain);
-  *out = pinpool_keys_t{};
-  out->lkey = pinpool::ToUnderlying(keys.lkey);
-  out->rkey = pinpool::ToUnderlying(keys.rkey);
-  out->buffer_index = pinpool::ToUnderlying(keys.buffer_index);
-  out->base = keys.base;
-  out->length = keys.length;
-  out->offset = location->offset(domain);
+  if (!location.has_value()) return -EINVAL;
+  return pinpool::FillKeys(*location, domain, out);
+}
+
+// An array handle is a heap-allocated pinpool::Array (nothrow: nothing may unwind into C).
+int pinpool_array_alloc(pinpool_pool_t* pool, size_t count, size_t element_size, size_t alignment,
+                        pinpool_array_t** out, char* errbuf, size_t errlen) {
+  if (out == nullptr) return -EINVAL;
+  *out = nullptr;
+  if (pool == nullptr) {
+    pinpool::SetError(errbuf, errlen, "pinpool_array_alloc: pool is NULL");
+    return -EINVAL;
+  }
+  try {
+    absl::StatusOr<pinpool::Array> array =
+        pinpool::AsPool(pool)->AllocateArray(count, element_size, alignment);
+    if (!array.ok()) {
+      pinpool::SetError(errbuf, errlen, array.status().message());
+      return pinpool::ErrnoFor(array.status().code());
+    }
+    auto* handle = new (std::nothrow) pinpool::Array(std::move(*array));
+    if (handle == nullptr) {
+      pinpool::AsPool(pool)->Deallocate(std::move(*array));
+      pinpool::SetError(errbuf, errlen, "pinpool_array_alloc: out of memory for the handle");
+      return -ENOMEM;
+    }
+    *out = reinterpret_cast<pinpool_array_t*>(handle);
+    pinpool::SetError(errbuf, errlen, "");
+    return 0;
+  } catch (const std::bad_alloc&) {  // the run list (malloc) could not be made
+    pinpool::SetError(errbuf, errlen, "pinpool_array_alloc: out of memory for the run list");
+    return -ENOMEM;
+  }
+}
+
+void pinpool_array_free(pinpool_pool_t* pool, pinpool_array_t* array) {
+  if (array == nullptr) return;
+  auto* a = reinterpret_cast<pinpool::Array*>(array);
+  pinpool::AsPool(pool)->Deallocate(std::move(*a));
+  delete a;
+}
+
+size_t pinpool_array_size(const pinpool_array_t* array) {
+  return array == nullptr ? 0 : pinpool::AsArray(array)->size();
+}
+
+void* pinpool_array_element(const pinpool_array_t* array, size_t i) {
+  return array == nullptr ? nullptr : pinpool::AsArray(array)->Element(i).data();
+}
+
+int pinpool_array_keys(const pinpool_array_t* array, size_t i, size_t domain, pinpool_keys_t* out) {
+  if (array == nullptr || out == nullptr) return -EINVAL;
+  return pinpool::FillKeys(pinpool::AsArray(array)->Element(i), domain, out);
+}
+
+size_t pinpool_array_run_count(const pinpool_array_t* array) {
+  return array == nullptr ? 0 : pinpool::AsArray(array)->runs().size();
+}
+
+int pinpool_array_run(const pinpool_array_t* array, size_t r, pinpool_array_run_t* out) {
+  if (array == nullptr || out == nullptr) return -EINVAL;
+  const pinpool::Array& a = *pinpool::AsArray(array);
+  if (r >= a.runs().size()) return -EINVAL;
+  const pinpool::ArrayRun& run = a.runs()[r];
+  *out = pinpool_array_run_t{run.base, run.first, run.count, a.stride(), a.element_size()};
+  return 0;
+}
+
+// A descriptor handle is a heap-allocated pinpool::Descriptor.
+int pinpool_descriptor_decode(const void* bytes, size_t length, pinpool_descriptor_t** out,
+                              char* errbuf, size_t errlen) {
+  if (out == nullptr) return -EINVAL;
+  *out = nullptr;
+  if (bytes == nullptr && length != 0) {
+    pinpool::SetError(errbuf, errlen, "pinpool_descriptor_decode: bytes is NULL");
+    return -EINVAL;
+  }
+  try {
+    absl::StatusOr<pinpool::Descriptor> d = pinpool::Descriptor::Decode(
+        std::span<const std::byte>(static_cast<const std::byte*>(bytes), length));
+    if (!d.ok()) {
+      pinpool::SetError(errbuf, errlen, d.status().message());
+      return pinpool::ErrnoFor(d.status().code());
+    }
+    auto* handle = new (std::nothrow) pinpool::Descriptor(std::move(*d));
+    if (handle == nullptr) {
+      pinpool::SetError(errbuf, errlen, "pinpool_descriptor_decode: out of memory");
+      return -ENOMEM;
+    }
+    *out = reinterpret_cast<pinpool_descriptor_t*>(handle);
+    pinpool::SetError(errbuf, errlen, "");
+    return 0;
+  } catch (const std::bad_alloc&) {  // the runs (malloc) could not be held
+    pinpool::SetError(errbuf, errlen, "pinpool_descriptor_decode: out of memory for the runs");
+    return -ENOMEM;
+  }
+}
+
+void pinpool_descriptor_free(pinpool_descriptor_t* descriptor) {
+  delete reinterpret_cast<pinpool::Descriptor*>(descriptor);
+}
+
+uint64_t pinpool_descriptor_size(const pinpool_descriptor_t* d) {
+  return d == nullptr ? 0 : pinpool::AsDescriptor(d)->size();
+}
+
+uint64_t pinpool_descriptor_element_size(const pinpool_descriptor_t* d) {
+  return d == nullptr ? 0 : pinpool::AsDescriptor(d)->element_size();
+}
+
+size_t pinpool_descriptor_key_count(const pinpool_descriptor_t* d) {
+  return d == nullptr ? 0 : pinpool::AsDescriptor(d)->key_count();
+}
+
+int pinpool_descriptor_element(const pinpool_descriptor_t* d, uint64_t i, size_t key,
+                               uint64_t* address, uint64_t* rkey) {
+  if (d == nullptr || address == nullptr || rkey == nullptr) return -EINVAL;
+  const std::optional<pinpool::RemoteElement> e = pinpool::AsDescriptor(d)->Element(i);
+  if (!e.has_value() || key >= pinpool::AsDescriptor(d)->key_count()) return -EINVAL;
+  *address = e->address;
+  *rkey = e->keys[key];
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "heap/heap.h"
 #include "pinpool/pool.h"
+#include "pool/arrays.h"
 #include "pool/grant_registry.h"
 #include "util/latency.h"
 
@@ -19,6 +20,7 @@ GrantLock::~GrantLock() {
   const std::vector<internal::GrantRegistry::Released> released = registry_.TakeReleasedLocked();
   registry_.mu().Unlock();
   for (const auto& r : released) {
+    if (pool_.arrays_->ReleaseHeld(r.block)) continue;  // a freed array's run, no longer granted
     if (r.size == 0) {
       pool_.Deallocate(r.block);
     } else {
@@ -52,6 +54,7 @@ absl::Status GrantLock::CheckLive(const Block& block) const {
         "block %p was freed (it is held until its grants are revoked)", block.data()));
   }
   if (pool_.Reclaimed(block.data())) return absl::OkStatus();  // handed over, still live
+  if (pool_.arrays_->IsLiveRun(block.data(), block.size())) return absl::OkStatus();
   switch (pool_.HeapOf(block.data()).Inspect(block.data())) {
     case internal::Heap::BlockState::kLive:
       return absl::OkStatus();

@@ -12,6 +12,7 @@
 #include "arena/arena.h"
 #include "heap/heap.h"
 #include "pinpool/grant_lock.h"
+#include "pool/arrays.h"
 #include "pool/background.h"
 #include "pool/classes.h"
 #include "pool/grant_registry.h"
@@ -71,6 +72,8 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::CreateWith(PoolOptions options,
                               .source = classes != nullptr ? classes->default_source() : nullptr}));
   std::unique_ptr<Pool> pool(new Pool(std::move(arena), std::move(heap)));
   pool->AttachClasses(std::move(classes));
+  pool->arrays_ = std::make_unique<internal::PoolArrays>(pool->arena_.get(), pool->classes_.get(),
+                                                         pool->grants_.get());
   pool->options_ = std::move(options);
   pool->sharing_ = std::make_unique<internal::Sharing>(handover != nullptr ? handover->id
                                                                            : internal::NewPoolId());
@@ -331,6 +334,17 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
   heap.Free(data, size, "Deallocate");
 }
 
+absl::StatusOr<Array> Pool::AllocateArray(std::size_t count, std::size_t element_size,
+                                          std::size_t alignment) {
+  CheckAlive("AllocateArray");
+  return arrays_->Allocate(*this, count, element_size, alignment);
+}
+
+void Pool::Deallocate(Array&& array) noexcept {
+  CheckAlive("Deallocate");
+  if (array) arrays_->Free(*this, array);
+}
+
 Block Pool::Reallocate(const Block& block, std::size_t new_size) noexcept {
   return Reallocate(block.data(), new_size);
 }
@@ -476,6 +490,8 @@ PoolStats Pool::GetStats() const {
   stats.thread_cache_limit_bytes = counts.thread_cache_limit;
   stats.transfer_cache_limit_bytes = counts.transfer_limit;
   stats.cache_drains = counts.drains;
+  stats.arrays = arrays_->live();
+  stats.array_bytes = arrays_->chunk_bytes();
   stats.allocate_slow_latency = metrics_->allocate_slow.Snapshot();
   for (std::size_t d = 0; d < stats.domains.size(); ++d) {
     stats.domains[d].figures = arena_->domains()[d]->figures();

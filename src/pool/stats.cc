@@ -65,7 +65,7 @@ double PoolStats::heap_fragmentation() const noexcept {
 }
 
 std::size_t PoolStats::mapped_unused_bytes() const noexcept {
-  const std::size_t used = InBlocks(*this);
+  const std::size_t used = InBlocks(*this) + array_bytes;
   return mapped_bytes > used ? mapped_bytes - used : 0;
 }
 

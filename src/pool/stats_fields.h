@@ -205,6 +205,11 @@ inline constexpr std::array kPoolFields = {
     Member<&PoolStats::cache_drains>(
         "cache_drains", Unit::kCount, Kind::kCounter,
         "times an allocation that found the budget spent drained every cache"),
+    Member<&PoolStats::arrays>("arrays", Unit::kCount, Kind::kGauge,
+                               "arrays alive (Pool::AllocateArray, not yet freed)"),
+    Member<&PoolStats::array_bytes>(
+        "array_bytes", Unit::kBytes, Kind::kGauge,
+        "whole chunks arrays hold, unused tails included (one-block arrays are in live_bytes)"),
     Member<&PoolStats::growths>("growths", Unit::kCount, Kind::kCounter,
                                 "chunks added, ever (trimmed ones too)"),
     Member<&PoolStats::growth_failures>(
@@ -253,8 +258,8 @@ inline constexpr std::array kPoolFields = {
         "active)",
         [](const PoolStats& s) { return ToValue(s.heap_fragmentation()); }),
     Derived<PoolStats>("mapped_unused_bytes", Unit::kBytes, Kind::kGauge,
-                       "mapped - (live + cached + held): mapped and registered, in no block or "
-                       "cache",
+                       "mapped - (live + cached + held + array_bytes): mapped and registered, in "
+                       "no block, cache or array",
                        [](const PoolStats& s) { return ToValue(s.mapped_unused_bytes()); }),
     Derived<PoolStats>("mapped_unused_fraction", Unit::kRatio, Kind::kGauge,
                        "mapped_unused_bytes / mapped_bytes (0 when nothing is mapped)",

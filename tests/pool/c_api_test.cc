@@ -338,6 +338,73 @@ TEST(CApiExhaustionTest, BudgetSpentIsNullWithEnomem) {
   pinpool_free(pool.get(), again);
 }
 
+TEST_F(CApiTest, ArraySpansChunksWithRunsElementsAndKeysThatAgree) {
+  // 4100-byte elements aligned to 64 (a stride of 4160): 1008 per chunk, so 2500 of them take
+  // three chunks.
+  pinpool_array_t* array = nullptr;
+  char err[256] = "unset";
+  ASSERT_EQ(pinpool_array_alloc(pool_.get(), 2500, 4100, 64, &array, err, sizeof err), 0) << err;
+  EXPECT_STREQ(err, "");
+  ASSERT_NE(array, nullptr);
+  EXPECT_EQ(pinpool_array_size(array), 2500u);
+  ASSERT_EQ(pinpool_array_run_count(array), 3u);
+  std::size_t next = 0;
+  for (std::size_t r = 0; r < 3; ++r) {
+    pinpool_array_run_t run;
+    ASSERT_EQ(pinpool_array_run(array, r, &run), 0);
+    EXPECT_EQ(run.first, next);
+    EXPECT_EQ(run.stride, 4160u);
+    EXPECT_EQ(run.element_size, 4100u);
+    for (std::size_t k = 0; k < run.count; ++k) {
+      char* e = static_cast<char*>(pinpool_array_element(array, run.first + k));
+      ASSERT_EQ(e, static_cast<char*>(run.base) + k * run.stride);
+      pinpool_keys_t by_element;
+      pinpool_keys_t by_address;
+      ASSERT_EQ(pinpool_array_keys(array, run.first + k, 0, &by_element), 0);
+      ASSERT_EQ(pinpool_keys(pool_.get(), e + 4099, 0, &by_address), 0);
+      ASSERT_EQ(by_element.base, by_address.base) << "element straddles a chunk";
+      ASSERT_EQ(by_element.offset, by_address.offset - 4099);
+    }
+    next += run.count;
+  }
+  EXPECT_EQ(next, 2500u);
+  pinpool_array_run_t run;
+  pinpool_keys_t keys;
+  EXPECT_EQ(pinpool_array_run(array, 3, &run), -EINVAL);
+  EXPECT_EQ(pinpool_array_run(array, 0, nullptr), -EINVAL);
+  EXPECT_EQ(pinpool_array_element(array, 2500), nullptr);
+  EXPECT_EQ(pinpool_array_keys(array, 2500, 0, &keys), -EINVAL);
+  EXPECT_EQ(pinpool_array_keys(array, 0, 1, &keys), -EINVAL) << "one domain";
+  EXPECT_EQ(pinpool_array_size(nullptr), 0u);
+  EXPECT_EQ(pinpool_array_run_count(nullptr), 0u);
+  EXPECT_EQ(pinpool_array_element(nullptr, 0), nullptr);
+  pinpool_array_free(pool_.get(), array);
+  pinpool_array_free(pool_.get(), nullptr);
+}
+
+TEST_F(CApiTest, ArrayErrorsAreNegativeErrnoWithAMessageAndNoHandle) {
+  struct Case {
+    std::size_t count, size, alignment;
+    int rc;
+  };
+  for (const Case& c : {Case{0, 64, 1, -EINVAL}, Case{8, 64, 128, -EINVAL}, Case{8, 64, 3, -EINVAL},
+                        Case{2, kChunk + 1, 1, -EINVAL},
+                        Case{std::numeric_limits<std::size_t>::max() / 2, 4096, 1, -EINVAL},
+                        Case{5 * 1024, 4096, 4096, -ENOMEM}}) {
+    pinpool_array_t* array = reinterpret_cast<pinpool_array_t*>(&pool_);
+    char err[256] = "";
+    EXPECT_EQ(
+        pinpool_array_alloc(pool_.get(), c.count, c.size, c.alignment, &array, err, sizeof err),
+        c.rc)
+        << c.count << " x " << c.size;
+    EXPECT_EQ(array, nullptr);
+    EXPECT_NE(std::string(err).find("AllocateArray"), std::string::npos) << err;
+  }
+  pinpool_array_t* array = nullptr;
+  EXPECT_EQ(pinpool_array_alloc(nullptr, 1, 64, 1, &array, nullptr, 0), -EINVAL);
+  EXPECT_EQ(pinpool_array_alloc(pool_.get(), 1, 64, 1, nullptr, nullptr, 0), -EINVAL);
+}
+
 TEST(CApiDeathTest, ReallocOfForeignPointerAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   CPool pool;

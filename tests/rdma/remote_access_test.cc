@@ -80,24 +80,11 @@ class RemoteAccessTest : public testing::ServerAndPeerTest {
     ASSERT_TRUE(s.ok()) << s;
   }
 
-  // A peer buffer of `n` bytes holding pattern `seed`.
-  ibv_sge PeerBuffer(std::size_t n, std::uint64_t seed) {
-    if (!peer_buf_ || peer_buf_.size() < n) {
-      if (peer_buf_) peer_->Deallocate(peer_buf_);
-      peer_buf_ = peer_->Allocate(std::max<std::size_t>(n, 64 * kKiB));
-    }
-    Fill(peer_buf_.data(), n, seed);
-    ibv_sge sge = ToSge(peer_buf_);
-    sge.length = static_cast<std::uint32_t>(n);
-    return sge;
-  }
-
   static RemoteBuffer At(std::uint64_t address, RKey rkey, std::uint32_t length) {
     return RemoteBuffer{.address = address, .rkey = rkey, .length = length};
   }
 
   std::unique_ptr<VerbsRemoteAccess> access_;
-  Block peer_buf_;
   bool rxe_ = false;
 };
 

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -85,6 +86,25 @@ inline std::unique_ptr<Pool> MakePool(std::vector<std::shared_ptr<Domain>> domai
   return pool.ok() ? *std::move(pool) : nullptr;
 }
 
+// Byte i of the pattern `seed` (different for every offset and seed, never all-zero).
+inline std::uint8_t PatternByte(std::uint64_t seed, std::size_t i) {
+  std::uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return static_cast<std::uint8_t>(x ^ (x >> 8));
+}
+inline void Fill(void* p, std::size_t n, std::uint64_t seed) {
+  auto* b = static_cast<std::uint8_t*>(p);
+  for (std::size_t i = 0; i < n; ++i) b[i] = PatternByte(seed, i);
+}
+// Index of the first byte that differs from the pattern, or -1 if all match.
+inline long long FirstMismatch(const void* p, std::size_t n, std::uint64_t seed) {
+  const auto* b = static_cast<const std::uint8_t*>(p);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (b[i] != PatternByte(seed, i)) return static_cast<long long>(i);
+  }
+  return -1;
+}
+
 // A server and a peer for remote-access tests: each its own local-only verbs domain (grants are
 // the only way into the server's memory) and pool (2 MiB chunks; the server's budget as asked),
 // and a loopback RC pair, A on the server's PD and B on the peer's. Fixtures set their own
@@ -104,29 +124,23 @@ class ServerAndPeerTest : public VerbsTest {
     ASSERT_NE(pair_, nullptr);
   }
 
+  // A peer buffer of `n` bytes holding pattern `seed` (one block of the peer's pool, reused).
+  ibv_sge PeerBuffer(std::size_t n, std::uint64_t seed) {
+    if (!peer_buf_ || peer_buf_.size() < n) {
+      if (peer_buf_) peer_->Deallocate(peer_buf_);
+      peer_buf_ = peer_->Allocate(std::max<std::size_t>(n, 64 * kKiB));
+    }
+    Fill(peer_buf_.data(), n, seed);
+    ibv_sge sge = ToSge(peer_buf_);
+    sge.length = static_cast<std::uint32_t>(n);
+    return sge;
+  }
+
   std::shared_ptr<VerbsDomain> server_domain_, peer_domain_;
   std::unique_ptr<Pool> server_, peer_;
   std::unique_ptr<RcPair> pair_;
+  Block peer_buf_;  // PeerBuffer's
 };
-
-// Byte i of the pattern `seed` (different for every offset and seed, never all-zero).
-inline std::uint8_t PatternByte(std::uint64_t seed, std::size_t i) {
-  std::uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 29;
-  return static_cast<std::uint8_t>(x ^ (x >> 8));
-}
-inline void Fill(void* p, std::size_t n, std::uint64_t seed) {
-  auto* b = static_cast<std::uint8_t*>(p);
-  for (std::size_t i = 0; i < n; ++i) b[i] = PatternByte(seed, i);
-}
-// Index of the first byte that differs from the pattern, or -1 if all match.
-inline long long FirstMismatch(const void* p, std::size_t n, std::uint64_t seed) {
-  const auto* b = static_cast<const std::uint8_t*>(p);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (b[i] != PatternByte(seed, i)) return static_cast<long long>(i);
-  }
-  return -1;
-}
 
 }  // namespace pinpool::testing
 

@@ -6,6 +6,7 @@
 // A record lives from its grant until no peer can use it AND no work request of ours still
 // names its window: a window whose LOCAL_INV is queued stays out of the pool until that
 // completion arrives, even if the peer invalidated it first.
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pinpool/descriptor.h"
 #include "pinpool/grant_lock.h"
 #include "pinpool/verbs_remote_access.h"
 #include "providers/verbs/device.h"
@@ -538,6 +540,56 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Grant(const Block& block, std::si
                                                      std::size_t length, RemoteRights rights) {
   return impl_->Grant(block, offset, length, rights);
 }
+absl::StatusOr<std::vector<RemoteGrant>> VerbsRemoteAccess::GrantArray(const Array& array,
+                                                                       RemoteRights rights,
+                                                                       std::size_t first,
+                                                                       std::size_t count) {
+  if (count == SIZE_MAX && first < array.size()) count = array.size() - first;
+  if (!array || count == 0 || first >= array.size() || count > array.size() - first) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("VerbsRemoteAccess::GrantArray: elements [%zu, +%zu) of an array of %zu",
+                        first, count, array.size()));
+  }
+  std::vector<RemoteGrant> grants;
+  const std::size_t end = first + count;
+  for (std::size_t r = first / array.elements_per_chunk(); r < array.runs().size(); ++r) {
+    const ArrayRun& run = array.runs()[r];
+    if (run.first >= end) break;
+    const std::size_t from = std::max(first, run.first);
+    const std::size_t to = std::min(end, run.first + run.count);
+    absl::StatusOr<RemoteGrant> g = impl_->Grant(array.Run(r), (from - run.first) * array.stride(),
+                                                 (to - from) * array.stride(), rights);
+    if (!g.ok()) {
+      for (const RemoteGrant& made : grants) (void)impl_->Revoke(made.id);
+      return absl::Status(g.status().code(),
+                          absl::StrFormat("GrantArray: run %zu of the array (elements [%zu, %zu)), "
+                                          "after %zu runs granted and now revoked: %s",
+                                          r, from, to, grants.size(), g.status().message()));
+    }
+    grants.push_back(*g);
+  }
+  return grants;
+}
+
+absl::StatusOr<std::vector<std::byte>> DescribeGrants(const Array& array,
+                                                      std::span<const RemoteGrant> grants) {
+  if (!array || grants.empty()) {
+    return absl::InvalidArgumentError("DescribeGrants: an empty array or no grants");
+  }
+  DescriptorWriter writer(array.element_size(), 1);
+  for (const RemoteGrant& g : grants) {
+    if (g.length % array.stride() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("DescribeGrants: a grant of %u bytes is not whole elements of stride %zu",
+                          g.length, array.stride()));
+    }
+    const std::uint64_t key = ToUnderlying(g.rkey);
+    PINPOOL_RETURN_IF_ERROR(
+        writer.AddRun(g.address, array.stride(), g.length / array.stride(), {&key, 1}));
+  }
+  return writer.Finish();
+}
+
 absl::Status VerbsRemoteAccess::Revoke(const RemoteGrant& grant) { return impl_->Revoke(grant.id); }
 bool VerbsRemoteAccess::Ended(const RemoteGrant& grant) const { return impl_->Ended(grant.id); }
 bool VerbsRemoteAccess::OnCompletion(const ibv_wc& wc) { return impl_->OnCompletion(wc); }

@@ -1,0 +1,181 @@
+// PoolArrays (pool/arrays.h): the layout of an array, its chunks, its counts.
+#include "pool/arrays.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "pinpool/grant_lock.h"
+#include "pinpool/pool.h"
+#include "util/bytes.h"
+#include "util/check.h"
+
+namespace pinpool::internal {
+
+namespace {
+
+absl::Status Invalid(std::size_t count, std::size_t size, std::size_t alignment,
+                     const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("AllocateArray(count %zu, element_size %zu, alignment %zu): %s", count, size,
+                      alignment, why));
+}
+
+}  // namespace
+
+PoolArrays::PoolArrays(Arena* arena, PoolClasses* classes, GrantRegistry* grants)
+    : arena_(arena),
+      classes_(classes),
+      grants_(grants),
+      state_(new std::atomic<std::uint8_t>[arena->max_chunks()]()) {}
+
+std::atomic<std::uint8_t>* PoolArrays::StateOf(const void* p) const noexcept {
+  const std::uintptr_t index =
+      (reinterpret_cast<std::uintptr_t>(p) - arena_->range_base()) >> arena_->chunk_shift();
+  return index < arena_->max_chunks() ? &state_[index] : nullptr;
+}
+
+bool PoolArrays::IsLiveRun(const void* p, std::size_t size) const noexcept {
+  const std::atomic<std::uint8_t>* state = StateOf(p);
+  return state != nullptr && state->load(std::memory_order_acquire) == kLive &&
+         (reinterpret_cast<std::uintptr_t>(p) & (arena_->chunk_size() - 1)) == 0 &&
+         size <= arena_->chunk_size();
+}
+
+bool PoolArrays::ReleaseHeld(void* p) noexcept {
+  std::atomic<std::uint8_t>* state = StateOf(p);
+  if (state == nullptr || state->load(std::memory_order_acquire) != kHeld) return false;
+  state->store(kNone, std::memory_order_release);
+  GiveChunk(p);
+  return true;
+}
+
+void* PoolArrays::TakeChunk() noexcept {
+  const std::size_t cs = arena_->chunk_size();
+  return classes_ != nullptr ? classes_->default_source()->NewChunk() : arena_->Carve(cs, cs);
+}
+
+void PoolArrays::GiveChunk(void* chunk) noexcept {
+  if (classes_ == nullptr) {
+    arena_->ReturnChunk(chunk);
+    return;
+  }
+  if (classes_->scrub(0) == Scrub::kOnReuse) {
+    // As a freed block of a scrubbing class is: nothing the array held is seen by the next user.
+    std::memset(chunk, 0, arena_->chunk_size());
+    classes_->CountScrubbed(0, arena_->chunk_size());
+  }
+  classes_->default_source()->ReturnChunk(chunk);
+}
+
+absl::Status PoolArrays::TakeError() const {
+  absl::Status why = classes_ != nullptr ? classes_->error(0) : arena_->last_growth_error();
+  return why.ok() ? absl::ResourceExhaustedError("the pool has no free chunk") : why;
+}
+
+absl::StatusOr<Array> PoolArrays::Allocate(Pool& pool, std::size_t count, std::size_t element_size,
+                                           std::size_t alignment) {
+  const std::size_t cs = arena_->chunk_size();
+  if (count == 0)
+    return Invalid(count, element_size, alignment, "an array has at least one element");
+  if (element_size == 0) return Invalid(count, element_size, alignment, "elements of 0 bytes");
+  if (!IsPowerOfTwo(alignment)) {
+    return Invalid(count, element_size, alignment, "the alignment is not a power of two");
+  }
+  if (alignment > element_size) {
+    return Invalid(count, element_size, alignment,
+                   "the alignment is larger than the element (pad the element to it)");
+  }
+  if (element_size > cs) {
+    return Invalid(count, element_size, alignment,
+                   absl::StrFormat("an element is larger than the pool's chunk (%s): an element "
+                                   "never spans two chunks; raise PoolOptions::chunk_size",
+                                   FormatBytes(cs)));
+  }
+  const std::size_t stride = (element_size + alignment - 1) & ~(alignment - 1);
+  std::size_t total = 0;
+  if (__builtin_mul_overflow(count, stride, &total)) {
+    return Invalid(count, element_size, alignment,
+                   absl::StrFormat("count x stride (%zu bytes) overflows", stride));
+  }
+  Array a;
+  a.owner_ = this;
+  a.count_ = count;
+  a.element_size_ = element_size;
+  a.stride_ = stride;
+  if (total <= pool.max_block_size()) {
+    const Block b = pool.Allocate(total, alignment);
+    if (!b) return TakeError();
+    a.per_run_ = count;
+    a.in_block_ = true;
+    a.runs_.push_back({b.data(), &b.chunk(), 0, count});
+    live_.fetch_add(1, std::memory_order_relaxed);
+    return a;
+  }
+  const std::size_t per_chunk = cs / stride;
+  const std::size_t chunks = (count + per_chunk - 1) / per_chunk;
+  if (chunks > arena_->max_chunks()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "AllocateArray(count %zu, element_size %zu): needs %zu chunks of %s (%zu elements "
+        "each), more than the pool's budget of %zu chunks (%s): raise PoolOptions::budget or "
+        "ask for fewer elements",
+        count, element_size, chunks, FormatBytes(cs), per_chunk, arena_->max_chunks(),
+        FormatBytes(arena_->max_chunks() * cs)));
+  }
+  const std::size_t mapped_before = arena_->mapped_bytes();
+  a.per_run_ = per_chunk;
+  a.runs_.reserve(chunks);
+  for (std::size_t c = 0; c < chunks; ++c) {
+    void* chunk = TakeChunk();
+    if (chunk == nullptr) {
+      const absl::Status why = TakeError();
+      for (const ArrayRun& run : a.runs_) {
+        StateOf(run.base)->store(kNone, std::memory_order_release);
+        GiveChunk(run.base);
+      }
+      arena_->Trim(mapped_before);
+      return absl::Status(why.code(),
+                          absl::StrFormat("AllocateArray(count %zu, element_size "
+                                          "%zu): got %zu of the %zu chunks it needs, "
+                                          "gave them back; then: %s",
+                                          count, element_size, c, chunks, why.message()));
+    }
+    StateOf(chunk)->store(kLive, std::memory_order_release);
+    const std::size_t first = c * per_chunk;
+    a.runs_.push_back({chunk, arena_->ChunkOf(chunk), first, std::min(per_chunk, count - first)});
+  }
+  live_.fetch_add(1, std::memory_order_relaxed);
+  chunk_bytes_.fetch_add(chunks * cs, std::memory_order_relaxed);
+  return a;
+}
+
+void PoolArrays::Free(Pool& pool, Array& array) noexcept {
+  PINPOOL_CHECK(array.owner_ == this,
+                "Deallocate(Array of %zu elements at %p): not an array of this pool", array.count_,
+                array.runs_.empty() ? nullptr : array.runs_[0].base);
+  if (array.in_block_) {
+    pool.Deallocate(array.runs_[0].base);
+  } else {
+    // Each run the grant registry knows is held (and may be released at once, by a synchronous
+    // revocation, when the lock goes); the others go back now, after the lock.
+    std::vector<void*> now;
+    now.reserve(array.runs_.size());
+    {
+      GrantLock lock(pool);
+      for (const ArrayRun& run : array.runs_) {
+        StateOf(run.base)->store(kHeld, std::memory_order_release);
+        if (grants_->OnFreeLocked(run.base, 0, lock) == GrantRegistry::FreeOutcome::kNotGranted) {
+          StateOf(run.base)->store(kNone, std::memory_order_release);
+          now.push_back(run.base);
+        }
+      }
+    }
+    for (void* chunk : now) GiveChunk(chunk);
+    chunk_bytes_.fetch_sub(array.runs_.size() * arena_->chunk_size(), std::memory_order_relaxed);
+  }
+  live_.fetch_sub(1, std::memory_order_relaxed);
+  array.Clear();
+}
+
+}  // namespace pinpool::internal

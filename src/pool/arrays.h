@@ -1,0 +1,88 @@
+// PoolArrays: a pool's arrays (pinpool/array.h): laying them out, taking and giving back their
+// chunks, and counting them.
+//
+// A small array (count x stride <= the pool's largest block) is one block from the pool's own
+// Allocate, so it costs what a block costs and lies in one chunk. A larger one takes whole chunks
+// the way a heap does: through the buffer-class ledger when the pool has named classes (as the
+// default class: so reservations, caps and the budget hold for arrays too), else straight from
+// the arena (Arena::Carve of a whole chunk, growing the pool when needed). Its chunks are fully
+// carved while it lives, so neither Trim nor any heap touches them; freeing the array gives each
+// back (ReturnChunk), and only then may a heap or Trim have it again.
+//
+// Bad input is refused before anything is taken (kInvalidArgument; kResourceExhausted when the
+// array needs more chunks than the budget has). A failure to get a chunk half way gives back the
+// chunks already taken and trims the pool down to what it had mapped before, so a failed
+// AllocateArray leaves nothing mapped or registered behind (chunks another thread mapped meanwhile
+// may be trimmed too, if idle: they grow again on demand).
+//
+// Grants (pinpool/grant_lock.h): a run of a live chunk array is grantable as a block
+// (IsLiveRun: its chunk's state here, one byte per chunk). Freeing an array asks the grant
+// registry about each run, under the grant lock: a run no grant reaches goes back at once; one a
+// grant reaches is held (its chunk stays carved, out of every heap and of Trim) and goes back
+// when its last grant ends (ReleaseHeld, from the GrantLock that ended it). Small arrays are
+// blocks and are held as blocks are.
+//
+// Thread safety: Allocate and Free from any thread (the ledger and the arena take their locks);
+// the counts and chunk states are atomics.
+#ifndef PINPOOL_POOL_ARRAYS_H_
+#define PINPOOL_POOL_ARRAYS_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "arena/arena.h"
+#include "pinpool/array.h"
+#include "pool/classes.h"
+#include "pool/grant_registry.h"
+
+namespace pinpool {
+class Pool;
+}  // namespace pinpool
+
+namespace pinpool::internal {
+
+class PoolArrays {
+ public:
+  // `classes` may be null (a pool without named classes); both must outlive this.
+  PoolArrays(Arena* arena, PoolClasses* classes, GrantRegistry* grants);
+
+  // `count` elements of `element_size` bytes aligned to `alignment`; `pool` serves small arrays.
+  // Errors as Pool::AllocateArray states.
+  absl::StatusOr<Array> Allocate(Pool& pool, std::size_t count, std::size_t element_size,
+                                 std::size_t alignment);
+  // Frees a non-empty array of this pool (aborts naming the rule for another pool's) and empties
+  // it.
+  void Free(Pool& pool, Array& array) noexcept;
+
+  // True when `p` is the base of a run of a live (not freed) chunk array and `size` fits it.
+  bool IsLiveRun(const void* p, std::size_t size) const noexcept;
+  // When `p` is a held run's chunk (freed while granted), gives the chunk back and returns true.
+  bool ReleaseHeld(void* p) noexcept;
+
+  std::size_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
+  // Whole chunks held by arrays (small arrays are blocks: counted as live blocks).
+  std::size_t chunk_bytes() const noexcept { return chunk_bytes_.load(std::memory_order_relaxed); }
+
+ private:
+  void* TakeChunk() noexcept;
+  void GiveChunk(void* chunk) noexcept;
+  // Why the last TakeChunk failed.
+  absl::Status TakeError() const;
+
+  enum State : std::uint8_t { kNone, kLive, kHeld };  // of a chunk, for arrays
+  std::atomic<std::uint8_t>* StateOf(const void* p) const noexcept;
+
+  Arena* const arena_;
+  PoolClasses* const classes_;
+  GrantRegistry* const grants_;
+  const std::unique_ptr<std::atomic<std::uint8_t>[]> state_;  // per chunk of the budget
+  std::atomic<std::size_t> live_{0};
+  std::atomic<std::size_t> chunk_bytes_{0};
+};
+
+}  // namespace pinpool::internal
+
+#endif  // PINPOOL_POOL_ARRAYS_H_
