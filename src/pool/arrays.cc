@@ -43,8 +43,21 @@ bool PoolArrays::IsLiveRun(const void* p, std::size_t size) const noexcept {
          size <= arena_->chunk_size();
 }
 
+bool PoolArrays::LoseChunk(const void* chunk) noexcept {
+  std::atomic<std::uint8_t>* state = StateOf(chunk);
+  if (state == nullptr) return false;
+  const std::uint8_t was = state->load(std::memory_order_acquire);
+  if (was == kNone) return false;
+  state->store(kLost, std::memory_order_release);
+  return was == kLive;
+}
+
 bool PoolArrays::ReleaseHeld(void* p) noexcept {
   std::atomic<std::uint8_t>* state = StateOf(p);
+  if (state != nullptr && state->load(std::memory_order_acquire) == kLost) {
+    state->store(kNone, std::memory_order_release);  // given back: nothing to return
+    return true;
+  }
   if (state == nullptr || state->load(std::memory_order_acquire) != kHeld) return false;
   state->store(kNone, std::memory_order_release);
   GiveChunk(p);
@@ -164,6 +177,10 @@ void PoolArrays::Free(Pool& pool, Array& array) noexcept {
     {
       GrantLock lock(pool);
       for (const ArrayRun& run : array.runs_) {
+        if (StateOf(run.base)->load(std::memory_order_acquire) == kLost) {
+          StateOf(run.base)->store(kNone, std::memory_order_release);  // given back: gone
+          continue;
+        }
         StateOf(run.base)->store(kHeld, std::memory_order_release);
         if (grants_->OnFreeLocked(run.base, 0, lock) == GrantRegistry::FreeOutcome::kNotGranted) {
           StateOf(run.base)->store(kNone, std::memory_order_release);

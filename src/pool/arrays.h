@@ -59,8 +59,14 @@ class PoolArrays {
 
   // True when `p` is the base of a run of a live (not freed) chunk array and `size` fits it.
   bool IsLiveRun(const void* p, std::size_t size) const noexcept;
-  // When `p` is a held run's chunk (freed while granted), gives the chunk back and returns true.
+  // When `p` is a held run's chunk (freed while granted), gives the chunk back and returns true
+  // (true and nothing more for a chunk given back meanwhile: LoseChunk).
   bool ReleaseHeld(void* p) noexcept;
+  // The chunk at `chunk` is being given back (Pool::GiveBack, a broken lease; its grants revoked):
+  // if an array holds it, the array loses it for good (neither Free nor ReleaseHeld gives it to
+  // the arena, where it no longer exists). True when it was a live array's (lost to the
+  // application), false when no array had it or its array was freed already.
+  bool LoseChunk(const void* chunk) noexcept;
 
   std::size_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
   // Whole chunks held by arrays (small arrays are blocks: counted as live blocks).
@@ -72,7 +78,7 @@ class PoolArrays {
   // Why the last TakeChunk failed.
   absl::Status TakeError() const;
 
-  enum State : std::uint8_t { kNone, kLive, kHeld };  // of a chunk, for arrays
+  enum State : std::uint8_t { kNone, kLive, kHeld, kLost };  // of a chunk, for arrays
   std::atomic<std::uint8_t>* StateOf(const void* p) const noexcept;
 
   Arena* const arena_;

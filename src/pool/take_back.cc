@@ -16,6 +16,7 @@
 #include "heap/heap.h"
 #include "pinpool/grant_lock.h"
 #include "pinpool/pool.h"
+#include "pool/arrays.h"
 #include "pool/grant_registry.h"
 #include "pool/sharing.h"
 #include "util/status_macros.h"
@@ -25,7 +26,8 @@ namespace pinpool {
 absl::Status Pool::GiveBack(const void* address, std::chrono::nanoseconds timeout) {
   CheckAlive("GiveBack");
   const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(address) - range_base_;
-  if (off >= arena_->range_size() || (arena_->ChunkOf(address) == nullptr && !arena_->Withdrawn(address))) {
+  if (off >= arena_->range_size() ||
+      (arena_->ChunkOf(address) == nullptr && !arena_->Withdrawn(address))) {
     return absl::InvalidArgumentError(
         absl::StrFormat("GiveBack(%p): not in a chunk of this pool", address));
   }
@@ -60,6 +62,10 @@ absl::Status Pool::GiveBackChunk(std::uint32_t index, const char* reason,
       if (!std::binary_search(held.begin(), held.end(), b.data)) {
         it->second.lost.push_back({b.data, b.size});
       }
+    }
+    // An array's chunk (pool/arrays.h): the array's run in it is lost, whole.
+    if (arrays_->LoseChunk(reinterpret_cast<const void*>(base))) {
+      it->second.lost.push_back({reinterpret_cast<void*>(base), arena_->chunk_size()});
     }
     // Blocks a predecessor handed over live outside the heap (pool/sharing.h): lost too.
     for (const auto& [data, size] : sharing_->ForgetChunk(index)) {

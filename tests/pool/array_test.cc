@@ -12,6 +12,7 @@
 
 #include "pinpool/grant_lock.h"
 #include "pinpool/pool.h"
+#include "pinpool/take_back.h"
 #include "support/counting_domain.h"
 #include "support/fake_grant_holder.h"
 
@@ -152,6 +153,30 @@ TEST(ArrayTest, StatsCountWholeChunksAndFreeingGivesThemBackToTrim) {
   EXPECT_EQ(pool->Trim(0), 3 * kChunk) << "freed, the chunks are idle";
   EXPECT_EQ(d->live_registrations(), 0u);
   pool->Deallocate(Array());  // an empty array is ignored
+}
+
+// A chunk of an array given back (docs/backing.md: the application asks, or a lease breaks): the
+// array's run in it is reported lost, whole; the array's other chunks are untouched, and freeing
+// the array afterwards gives back the others and nothing of the lost one.
+TEST(ArrayTest, AChunkGivenBackIsLostToItsArrayWhichCanStillBeFreed) {
+  auto d = std::make_shared<CountingDomain>();
+  auto pool = Pool::Create(Options({d})).value();
+  auto a = pool->AllocateArray(3 * 1024, 4096, 4096);  // three whole chunks
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->runs().size(), 3u);
+  const Block middle = a->Run(1);
+  std::memset(a->Run(2).data(), 0x5a, 4096);
+  ASSERT_TRUE(pool->GiveBack(middle.data()).ok());
+  const std::vector<LostChunk> lost = pool->TakeLostChunks();
+  ASSERT_EQ(lost.size(), 1u);
+  ASSERT_EQ(lost[0].blocks.size(), 1u) << "the array's run in the chunk";
+  EXPECT_EQ(Addr(lost[0].blocks[0].data), lost[0].base);
+  EXPECT_EQ(lost[0].blocks[0].size, kChunk);
+  EXPECT_EQ(static_cast<unsigned char*>(a->Run(2).data())[4095], 0x5a);  // others intact
+  pool->Deallocate(std::move(*a));
+  EXPECT_EQ(pool->GetStats().arrays, 0u);
+  EXPECT_EQ(pool->Trim(0), 2 * kChunk) << "the two chunks left are idle again";
+  EXPECT_EQ(d->live_registrations(), 0u);
 }
 
 TEST(ArrayTest, ChunksOfAFreedArrayServeBlocksAndNewArrays) {
