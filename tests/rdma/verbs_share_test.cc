@@ -160,6 +160,37 @@ class VerbsWarmRestart : public VerbsTest {
   PoolOptions Options(std::shared_ptr<Domain> d, std::size_t total) {
     return MemfdOptions({std::move(d)}, kChunk, total + kChunk, total);
   }
+
+  // The peer's connection to a pool (A on the pool's PD, B on the peer's) and the pool's grant
+  // mechanism on it.
+  struct PeerLink {
+    std::unique_ptr<RcPair> pair;
+    std::unique_ptr<VerbsRemoteAccess> access;
+  };
+  PeerLink Link(Pool& pool, VerbsDomain& pool_domain, VerbsDomain& peer_domain) {
+    PeerLink link;
+    link.pair = Connect(pool_domain.pd(), peer_domain.pd());
+    if (link.pair == nullptr) return link;
+    auto access = VerbsRemoteAccess::Create(pool, link.pair->qp(Side::kA), {});
+    EXPECT_TRUE(access.ok()) << access.status();
+    if (!access.ok()) return link;
+    link.access = *std::move(access);
+    VerbsRemoteAccess* raw = link.access.get();
+    link.pair->SetCompletionHook(Side::kA,
+                                 [raw](const ibv_wc& wc) { return raw->OnCompletion(wc); });
+    return link;
+  }
+  // Grants `block` to the peer for reading and READs it into `into` (zeroed first): the grant,
+  // or why there is none or the READ did not complete.
+  absl::StatusOr<RemoteGrant> GrantAndRead(PeerLink& link, const Block& block, const Block& into) {
+    absl::StatusOr<RemoteGrant> grant = link.access->Grant(block, {.read = true});
+    if (!grant.ok()) return grant.status();
+    std::memset(into.data(), 0, into.size());
+    absl::StatusOr<ibv_wc_status> wc = link.pair->Read(Side::kB, ToSge(into), grant->remote());
+    if (!wc.ok()) return wc.status();
+    if (*wc != IBV_WC_SUCCESS) return absl::InternalError(StatusName(*wc));
+    return grant;
+  }
 };
 
 TEST_F(VerbsWarmRestart, ThePeerReadsTheSameBytesThroughNewGrantsAfterAHandover) {
@@ -185,26 +216,21 @@ TEST_F(VerbsWarmRestart, ThePeerReadsTheSameBytesThroughNewGrantsAfterAHandover)
   SocketPair s;
   std::vector<RemoteGrant> old_grants;
   {
-    std::unique_ptr<RcPair> pair = Connect(a_domain->pd(), peer_domain->pd());
-    ASSERT_NE(pair, nullptr);
-    auto access = VerbsRemoteAccess::Create(**a, pair->qp(Side::kA), {});
-    ASSERT_TRUE(access.ok()) << access.status();
-    VerbsRemoteAccess* raw = access->get();
-    pair->SetCompletionHook(Side::kA, [raw](const ibv_wc& wc) { return raw->OnCompletion(wc); });
+    PeerLink link = Link(**a, *a_domain, *peer_domain);
+    ASSERT_TRUE(link.access != nullptr);
     Block into = peer->Allocate(kBlock);
     for (std::size_t g : granted) {
-      absl::StatusOr<RemoteGrant> grant = (*access)->Grant(blocks[g], {.read = true});
+      absl::StatusOr<RemoteGrant> grant = GrantAndRead(link, blocks[g], into);
       ASSERT_TRUE(grant.ok()) << grant.status();
       old_grants.push_back(*grant);
-      std::memset(into.data(), 0, kBlock);
-      ASSERT_WC(IBV_WC_SUCCESS, pair->Read(Side::kB, ToSge(into), grant->remote()));
       EXPECT_EQ(FirstMismatch(into.data(), kBlock, g), -1) << "before: block " << g;
     }
     EXPECT_EQ((*a)->Quiesce().code(), absl::StatusCode::kFailedPrecondition);  // grants live
-    access->reset();                                                           // ends every grant
+    link.access.reset();                                                       // ends every grant
     ASSERT_TRUE((*a)->Quiesce().ok());
     // The peer's next access through an old grant fails.
-    EXPECT_WC(IBV_WC_REM_ACCESS_ERR, pair->Read(Side::kB, ToSge(into), old_grants[0].remote()));
+    EXPECT_WC(IBV_WC_REM_ACCESS_ERR,
+              link.pair->Read(Side::kB, ToSge(into), old_grants[0].remote()));
     peer->Deallocate(into);
   }
   const auto handover_start = Clock::now();
@@ -240,23 +266,15 @@ TEST_F(VerbsWarmRestart, ThePeerReadsTheSameBytesThroughNewGrantsAfterAHandover)
     }
     claimed.push_back(*c);
   }
-  std::unique_ptr<RcPair> pair = Connect(b_domain->pd(), peer_domain->pd());
-  ASSERT_NE(pair, nullptr);
-  auto access = VerbsRemoteAccess::Create(**b, pair->qp(Side::kA), {});
-  ASSERT_TRUE(access.ok()) << access.status();
-  VerbsRemoteAccess* raw = access->get();
-  pair->SetCompletionHook(Side::kA, [raw](const ibv_wc& wc) { return raw->OnCompletion(wc); });
+  PeerLink link = Link(**b, *b_domain, *peer_domain);
+  ASSERT_TRUE(link.access != nullptr);
   Block into = peer->Allocate(kBlock);
   for (std::size_t g : granted) {
-    absl::StatusOr<RemoteGrant> grant = (*access)->Grant(claimed[g], {.read = true});
-    ASSERT_TRUE(grant.ok()) << grant.status();
-    std::memset(into.data(), 0, kBlock);
-    ASSERT_WC(IBV_WC_SUCCESS, pair->Read(Side::kB, ToSge(into), grant->remote()));
+    ASSERT_TRUE(GrantAndRead(link, claimed[g], into).ok());
     EXPECT_EQ(FirstMismatch(into.data(), kBlock, g), -1) << "after: block " << g;
   }
   peer->Deallocate(into);
-  access->reset();
-  pair.reset();
+  link = {};
   for (const Block& c : claimed) (*b)->Deallocate(c);
   EXPECT_EQ((*b)->GetStats().sharing.reclaimed_live_blocks, 0u);
 }
@@ -300,27 +318,19 @@ TEST_F(VerbsWarmRestart, APoolHandedOverByAProcessThatExitedIsReadByThePeerThrou
   ASSERT_TRUE(b.ok()) << b.status();
   const std::vector<BlockHandle> live = (*b)->AdoptedBlocks();
   ASSERT_EQ(live.size(), kBlocks);
-  std::unique_ptr<RcPair> pair = Connect(b_domain->pd(), peer_domain->pd());
-  ASSERT_NE(pair, nullptr);
-  auto access = VerbsRemoteAccess::Create(**b, pair->qp(Side::kA), {});
-  ASSERT_TRUE(access.ok()) << access.status();
-  VerbsRemoteAccess* raw = access->get();
-  pair->SetCompletionHook(Side::kA, [raw](const ibv_wc& wc) { return raw->OnCompletion(wc); });
+  PeerLink link = Link(**b, *b_domain, *peer_domain);
+  ASSERT_TRUE(link.access != nullptr);
   Block into = peer->Allocate(kBlock);
   std::vector<Block> claimed;
   for (std::size_t i = 0; i < kBlocks; ++i) {
     absl::StatusOr<Block> c = (*b)->Claim(live[i]);
     ASSERT_TRUE(c.ok()) << c.status();
     claimed.push_back(*c);
-    absl::StatusOr<RemoteGrant> grant = (*access)->Grant(*c, {.read = true});
-    ASSERT_TRUE(grant.ok()) << grant.status();
-    std::memset(into.data(), 0, kBlock);
-    ASSERT_WC(IBV_WC_SUCCESS, pair->Read(Side::kB, ToSge(into), grant->remote()));
+    ASSERT_TRUE(GrantAndRead(link, *c, into).ok());
     EXPECT_EQ(FirstMismatch(into.data(), kBlock, 100 + i), -1) << "block " << i;
   }
   peer->Deallocate(into);
-  access->reset();
-  pair.reset();
+  link = {};
   for (const Block& c : claimed) (*b)->Deallocate(c);
 }
 
