@@ -54,16 +54,19 @@ inline void Opaque(T& v) {
 }
 inline void Escape(void* p) { asm volatile("" : : "r"(p) : "memory"); }
 
+// The C++ pools' options: 8 MiB chunks of 4 KiB pages on the resident domain.
+pinpool::PoolOptions CxxOptions() {
+  pinpool::PoolOptions o;
+  o.chunk_size = 8 << 20;
+  o.budget = 64 << 20;
+  o.initial_size = 8 << 20;
+  o.page_size = pinpool::PageSize::k4K;
+  o.domains = {pinpool::MakeResidentNotPinnedDomain()};
+  return o;
+}
+
 Pool& CxxPool() {
-  static Pool* pool = [] {
-    pinpool::PoolOptions o;
-    o.chunk_size = 8 << 20;
-    o.budget = 64 << 20;
-    o.initial_size = 8 << 20;
-    o.page_size = pinpool::PageSize::k4K;
-    o.domains = {pinpool::MakeResidentNotPinnedDomain()};
-    return &pinpool::bench::LeakedPool(std::move(o));
-  }();
+  static Pool* pool = &pinpool::bench::LeakedPool(CxxOptions());
   return *pool;
 }
 
@@ -71,12 +74,7 @@ Pool& CxxPool() {
 // cost what it did; a named class's allocation is the same inline pop, its free one call.
 Pool& ClassesPool() {
   static Pool* pool = [] {
-    pinpool::PoolOptions o;
-    o.chunk_size = 8 << 20;
-    o.budget = 64 << 20;
-    o.initial_size = 8 << 20;
-    o.page_size = pinpool::PageSize::k4K;
-    o.domains = {pinpool::MakeResidentNotPinnedDomain()};
+    pinpool::PoolOptions o = CxxOptions();
     o.classes = {{.name = "receive", .reserved = 16 << 20},
                  {.name = "send"},
                  {.name = "on_reuse", .scrub = pinpool::Scrub::kOnReuse},

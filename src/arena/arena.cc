@@ -77,12 +77,7 @@ Arena::Arena(ArenaConfig config, os::Range range)
 Arena::~Arena() {
   MutexLock lock(&mu_);
   // Adoptions queued and never started (the pool went before its background work began them).
-  for (std::uint32_t i : queued_) {
-    slots_[i] = Slot::kEmpty;
-    --growing_;
-    adopting_[i].Disown();
-  }
-  queued_.clear();
+  for (std::uint32_t i : std::exchange(queued_, {})) DropClaimLocked(i);
   // Nobody else may use a destroyed arena, but a Reserve worker or an allocation could still be
   // building a chunk if the pool was destroyed under it (a bug): wait for them rather than unmap
   // under a registration.
@@ -101,6 +96,14 @@ Arena::~Arena() {
   // Only now, with nothing mapped or registered any more: close the chunks' files (and unlink
   // those in a directory, unless a successor owns them now).
   for (os::ChunkFile& f : files_) handed_over_ ? f.Disown() : f.Close();
+}
+
+void Arena::DropClaimLocked(std::uint32_t index) {
+  slots_[index] = Slot::kEmpty;
+  --growing_;
+  if (adopt_held_[index]) --growing_held_;
+  adopt_held_[index] = false;
+  adopting_[index].Disown();  // an adoption never built: its data keeps its name
 }
 
 void Arena::DeregisterTimed(std::size_t d, const Keys& keys) {
@@ -420,11 +423,7 @@ absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed
   }
   mu_.Lock();
   for (std::size_t i = std::min(next.load(), claimed.size()); i < claimed.size(); ++i) {
-    slots_[claimed[i]] = Slot::kEmpty;  // claimed, never built
-    --growing_;
-    if (adopt_held_[claimed[i]]) --growing_held_;
-    adopt_held_[claimed[i]] = false;
-    adopting_[claimed[i]].Disown();  // an adoption never built: its data keeps its name
+    DropClaimLocked(claimed[i]);
   }
   growing_now_.store(growing_, std::memory_order_relaxed);
   slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);

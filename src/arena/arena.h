@@ -327,6 +327,10 @@ class Arena {
   // whoever waits for a chunk in flight.
   absl::Status PublishLocked(std::uint32_t index, absl::StatusOr<Built> built, Why why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives back the claim on slot `index`, never built (growth stopped, adoption refused or
+  // abandoned): the slot empty again, an adopted file's name kept. The caller updates the
+  // lock-free copies of the counts.
+  void DropClaimLocked(std::uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Claim, build, publish: one chunk, on the calling thread.
   absl::Status GrowOne(Why why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Builds and publishes the claimed slots on up to `workers` threads (1: this one), taken in

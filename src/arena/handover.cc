@@ -85,8 +85,7 @@ absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {
     claimed.push_back(*index);
   }
   if (!error.ok()) {
-    for (std::uint32_t i : claimed) slots_[i] = Slot::kEmpty;
-    growing_ -= claimed.size();
+    for (std::uint32_t i : claimed) DropClaimLocked(i);
     growing_now_.store(growing_, std::memory_order_relaxed);
     slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
     for (AdoptedChunk& c : chunks) c.file.Disown();

@@ -10,20 +10,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "util/little_endian.h"
 
 namespace pinpool::internal::os {
 namespace {
 
 constexpr std::size_t kFrameBytes = 8;
-
-void PutU32(std::byte* at, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) at[i] = static_cast<std::byte>(v >> (8 * i));
-}
-std::uint32_t GetU32(const std::byte* at) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= std::uint32_t{std::to_integer<std::uint8_t>(at[i])} << (8 * i);
-  return v;
-}
 
 absl::Status SocketError(const char* call, int err) {
   const std::string msg = absl::StrFormat("%s on the sharing socket: %s", call, std::strerror(err));
@@ -77,8 +69,8 @@ absl::Status SendMessage(int socket, std::span<const std::byte> payload, std::sp
                         payload.size(), fds.size(), kMaxFdsPerMessage));
   }
   std::byte frame[kFrameBytes];
-  PutU32(frame, static_cast<std::uint32_t>(payload.size()));
-  PutU32(frame + 4, static_cast<std::uint32_t>(fds.size()));
+  StoreLittleEndian(frame, payload.size(), 4);
+  StoreLittleEndian(frame + 4, fds.size(), 4);
   iovec iov{frame, kFrameBytes};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -141,8 +133,8 @@ absl::StatusOr<Message> ReceiveMessage(int socket, std::size_t max_payload) {
       !s.ok()) {
     return s;
   }
-  const std::uint32_t length = GetU32(frame);
-  const std::uint32_t count = GetU32(frame + 4);
+  const std::uint64_t length = LoadLittleEndian(frame, 4);
+  const std::uint64_t count = LoadLittleEndian(frame + 4, 4);
   if (length > max_payload || count != m.fds.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "not a pinpool sharing message: a frame of %d bytes with %d descriptors announced, %d "

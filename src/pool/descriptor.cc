@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "util/little_endian.h"
 
 namespace pinpool {
 
@@ -15,14 +16,11 @@ namespace {
 constexpr std::byte kMagic[4] = {std::byte{'P'}, std::byte{'P'}, std::byte{'D'}, std::byte{'S'}};
 
 void Put(std::vector<std::byte>& out, std::uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
+  internal::AppendLittleEndian(out, v, bytes);
 }
 
 std::uint64_t Get(std::span<const std::byte> in, std::size_t at, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v |= std::uint64_t(std::to_integer<std::uint8_t>(in[at + i])) << (8 * i);
-  return v;
+  return internal::LoadLittleEndian(in.data() + at, bytes);
 }
 
 // The run's last byte, base + (count - 1) * stride + element_size - 1, fits 64 bits.

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "os/fd_passing.h"
+#include "util/little_endian.h"
 
 namespace pinpool::internal {
 namespace {
@@ -20,9 +21,7 @@ constexpr std::size_t kMaxPath = 4096;
 class Writer {
  public:
   explicit Writer(std::vector<std::byte>& out) : out_(out) {}
-  void Put(std::uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) out_.push_back(static_cast<std::byte>(v >> (8 * i)));
-  }
+  void Put(std::uint64_t v, int bytes) { AppendLittleEndian(out_, v, bytes); }
   void PutBytes(const void* p, std::size_t n) {
     const auto* b = static_cast<const std::byte*>(p);
     out_.insert(out_.end(), b, b + n);
@@ -38,9 +37,7 @@ class Reader {
   std::size_t left() const { return in_.size() - at_; }
   // Callers check left() first.
   std::uint64_t Get(int bytes) {
-    std::uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i)
-      v |= std::uint64_t{std::to_integer<std::uint8_t>(in_[at_ + i])} << (8 * i);
+    const std::uint64_t v = LoadLittleEndian(in_.data() + at_, bytes);
     at_ += bytes;
     return v;
   }
