@@ -246,7 +246,6 @@ class Arena {
   // Waits for chunks in flight, deregisters every ready chunk from every domain, and refuses all
   // growth (kFailedPrecondition) and trim from then on. Idempotent.
   void Quiesce();
-  bool quiesced() const;
   // After Quiesce, `true`: releases every chunk file's ownership lock, and the arena's destruction
   // will close their descriptors but keep their names (the successor owns them). `false` undoes
   // it (the handover failed): the locks are taken again.

@@ -46,11 +46,6 @@ void Arena::Quiesce() {
   }
 }
 
-bool Arena::quiesced() const {
-  MutexLock lock(&mu_);
-  return quiesced_;
-}
-
 void Arena::HandOverFiles(bool handed_over) {
   MutexLock lock(&mu_);
   PINPOOL_DCHECK(quiesced_);
