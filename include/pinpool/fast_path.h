@@ -14,9 +14,10 @@
 // table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
 // address in a free block's first word), the page map's entry encoding (internal::PageMap) and
 // the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
-// change to any of them renames it (v1 had per-chunk page map arrays and another class table),
-// so a program built against other headers fails to load (an undefined symbol:
-// tls_slots or classes) instead of reading a layout it does not know. The class table's contents
+// change to any of them renames it (v1 had per-chunk page map arrays and another class table;
+// v2 tested a chunk table for granted blocks instead of the page map entry's grant tag), so a
+// program built against other headers fails to load (an undefined symbol: tls_slots or classes)
+// instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
 // exported `classes`, so a new library may change them without a rebuild.
 //
@@ -36,7 +37,7 @@
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v2 {
+namespace pinpool::fast_v3 {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
@@ -84,7 +85,9 @@ struct ClassTable {
     // (row 0), nothing is.
     std::uint64_t magic;
     std::uint64_t size;  // bytes of a block
-    std::uint64_t reserved[2];
+    // Always zero: an entry with the grant tag (kGrantTag) selects its row 16 bytes further on,
+    // and reads these two words as its magic and size, so that it fails every test below.
+    std::uint64_t zero[2];
   } cls[kNumClasses + 1];
 };
 extern PINPOOL_EXPORT const ClassTable classes;
@@ -99,9 +102,15 @@ PINPOOL_FAST_INLINE const ClassTable& Classes() noexcept { return classes; }
 
 // A page map entry (internal::PageMap): 0 when no block starts on the page, else
 // (page's offset from its span's start mod class size) << 16 | (pages into the span) << 12 |
-// (class + 1) << 5. The map is one array over the pool's whole reserved range, indexed by page.
+// (class + 1) << 5, with kGrantTag added while a block starting on the page may be reached by a
+// remote grant (or is held until its grants end): every free of a block starting on such a page
+// goes to the library, which decides. The map is one array over the pool's whole reserved
+// range, indexed by page.
 using PageEntry = std::atomic<std::uint32_t>;
 inline constexpr unsigned kPageShift = 12;
+inline constexpr std::uint32_t kGrantTag = 0x10;
+// An entry's byte offset into ClassTable::cls: its class's row, 16 bytes further with the tag.
+inline constexpr std::uint32_t kRowMask = 0xfe0 | kGrantTag;
 
 // True when `offset` (below 2^32: from a span's start) is a multiple of the class's size; never
 // for row 0.
@@ -155,18 +164,19 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
 
 // A free onto this thread's cache of heap `id`: true when done, false when the library must look
 // (then nothing was changed). `entry` is the page map's entry for p's page (p is 16-byte aligned
-// and in the pool's range). Checks, from the entry, that p is exactly a block's start (so the
-// class is the block's own, whatever size the caller names) and that `size` (0: unknown) fits
-// it; then the free mark.
+// and in the pool's range). Checks, from the entry, that no grant may reach a block starting on
+// the page and that p is exactly a block's start (so the class is the block's own, whatever size
+// the caller names) and that `size` (0: unknown) fits it; then the free mark.
 PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::uint32_t entry,
                                  void* p, std::size_t size) noexcept {
   Slots& t = tls_slots;
   if (__builtin_expect(t.heap_id[0] != id, 0)) return false;
   // The entry's bits 5..11 are the class + 1 (only the library writes entries), so entry & 0xfe0
   // is the byte offset of the class's row; an entry of 0 (no block starts on this page) selects
-  // row 0, which fails the block start test. Bins are 32 bytes too, from class 0: the bin is one
-  // row before. No range test, no test for 0.
-  const std::uintptr_t row = entry & 0xfe0;
+  // row 0, which fails the block start test, and so does an entry with the grant tag (bit 4: the
+  // row's zero half). Bins are 32 bytes too, from class 0: the bin is one row before. No range
+  // test, no test for 0, no test of the tag.
+  const std::uintptr_t row = entry & kRowMask;
   const auto& k = *reinterpret_cast<const ClassTable::Class*>(
       reinterpret_cast<std::uintptr_t>(Classes().cls) + row);
   // p's offset from its span's start, modulo the class size (the entry's top 16 bits: the
@@ -200,6 +210,6 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::ui
   return true;
 }
 
-}  // namespace pinpool::fast_v2
+}  // namespace pinpool::fast_v3
 
 #endif  // PINPOOL_FAST_PATH_H_

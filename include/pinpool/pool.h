@@ -118,8 +118,8 @@ class PINPOOL_EXPORT Pool {
   }
   // The same with alignof(std::max_align_t) (16).
   PINPOOL_FAST_INLINE Block Allocate(std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v2::kMaxFastSize, 1)) {
-      if (void* p = fast_v2::TryPop(heap_id_, size)) return Block(p, size, BlockChunk(p));
+    if (__builtin_expect(size - 1 < fast_v3::kMaxFastSize, 1)) {
+      if (void* p = fast_v3::TryPop(heap_id_, size)) return Block(p, size, BlockChunk(p));
     }
     return AllocateSlow(size, 16);
   }
@@ -131,8 +131,8 @@ class PINPOOL_EXPORT Pool {
   // switches classes finds its cache of the class in a short per-thread list (a call).
   // `cls` must come from this pool's ClassOf (else this aborts naming it).
   PINPOOL_FAST_INLINE Block Allocate(ClassId cls, std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v2::kMaxFastSize && cls.index < class_count_, 1)) {
-      if (void* p = fast_v2::TryPop(class_heap_ids_[cls.index], size)) {
+    if (__builtin_expect(size - 1 < fast_v3::kMaxFastSize && cls.index < class_count_, 1)) {
+      if (void* p = fast_v3::TryPop(class_heap_ids_[cls.index], size)) {
         return Block(p, size, BlockChunk(p));
       }
     }
@@ -367,22 +367,18 @@ class PINPOOL_EXPORT Pool {
   }
   // The checks of every free, sized or by address, then the push onto the thread's cache: p
   // 16-byte aligned and in the pool's range (p - base rotated right by 4 bits is below
-  // range_units_ exactly then: one test for both), in a chunk without granted blocks (the chunk
-  // table entry's bit 0 clear: one load, one bit test; unmapped chunks have it set), exactly a
-  // block's start and `size` no larger than it (the page map: one flat array over the range),
+  // range_units_ exactly then: one test for both); then, from p's page map entry (one flat array
+  // over the range: one load), no grant reaching a block that starts on the page (the entry's
+  // grant tag), p exactly a block's start of the default heap and `size` no larger than it
+  // (entries of pages in chunks the heap does not hold, unmapped ones included, are 0 and fail);
   // not free already (the free mark). False when the library must look: it holds granted blocks
   // and aborts on misuse naming the rule.
   PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
     const std::uintptr_t units = std::rotr(reinterpret_cast<std::uintptr_t>(data) - range_base_, 4);
     if (__builtin_expect(units >= range_units_, 0)) return false;
-    if (__builtin_expect(
-            (chunk_table_[units >> chunk_unit_shift_].load(std::memory_order_acquire) & 1) != 0,
-            0)) {
-      return false;
-    }
-    return fast_v2::TryPush(
+    return fast_v3::TryPush(
         heap_id_, secret_,
-        page_map_[units >> (fast_v2::kPageShift - 4)].load(std::memory_order_relaxed), data, size);
+        page_map_[units >> (fast_v3::kPageShift - 4)].load(std::memory_order_relaxed), data, size);
   }
   // GiveBack of chunk `index` (pool/take_back.cc), and the background work's lease check.
   PINPOOL_NO_EXPORT absl::Status GiveBackChunk(std::uint32_t index, const char* reason,
@@ -414,10 +410,9 @@ class PINPOOL_EXPORT Pool {
   std::size_t range_units_ = 0;  // the range's size / 16
   std::size_t max_block_ = 0;
   unsigned chunk_shift_ = 0;
-  unsigned chunk_unit_shift_ = 0;  // chunk_shift_ - 4: a chunk's index from range units
   const std::atomic<std::uintptr_t>* chunk_table_ = nullptr;
   const ChunkInfo* const* chunk_records_ = nullptr;
-  const fast_v2::PageEntry* page_map_ = nullptr;  // the default heap's, by page of the range
+  const fast_v3::PageEntry* page_map_ = nullptr;  // the default heap's, by page of the range
   std::uint64_t alive_ = kAlive;
   PoolOptions options_;  // as created with, the default domain filled in
   // Seconds from Create's start to its first chunk and to all of initial_size; -1 when it mapped

@@ -59,9 +59,9 @@
 
 namespace pinpool::internal {
 
-// This thread's most recently used (heap, cache) pairs are fast_v2::tls_slots
+// This thread's most recently used (heap, cache) pairs are fast_v3::tls_slots
 // (pinpool/fast_path.h): the inline fast path reads slot 0 only.
-using ThreadCacheSlots = fast_v2::Slots;
+using ThreadCacheSlots = fast_v3::Slots;
 struct ThreadCacheOwner;
 // Set when this thread's cache owner has been destroyed (thread exit): frees and allocations
 // from destructors that run later (other thread_locals, statics) bypass the caches.
@@ -93,20 +93,20 @@ class Heap {
   Heap& operator=(const Heap&) = delete;
 
   // --- the fast paths are inline in the pool's callers (pinpool/fast_path.h) ------------------
-  static bool Enter(ThreadCache* c) noexcept { return fast_v2::Enter(c); }
-  static void Leave(ThreadCache* c) noexcept { fast_v2::Leave(c); }
+  static bool Enter(ThreadCache* c) noexcept { return fast_v3::Enter(c); }
+  static void Leave(ThreadCache* c) noexcept { fast_v3::Leave(c); }
   // The inline pop for any size up to the pool's max block (the inline path's table stops at
-  // fast_v2::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
+  // fast_v3::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
   static void* TryAllocateCached(std::uint64_t id, std::size_t size) noexcept {
-    ThreadCacheSlots& t = fast_v2::tls_slots;
+    ThreadCacheSlots& t = fast_v3::tls_slots;
     if (__builtin_expect(t.heap_id[0] != id, 0)) return nullptr;
-    fast_v2::CacheHead* c = t.cache[0];
+    fast_v3::CacheHead* c = t.cache[0];
     const unsigned cls = SizeClass(size);
-    fast_v2::Bin& bin = c->bins[cls];
-    if (!fast_v2::Enter(c)) return nullptr;
+    fast_v3::Bin& bin = c->bins[cls];
+    if (!fast_v3::Enter(c)) return nullptr;
     void** top = bin.top;
     if (__builtin_expect(top == bin.bottom, 0)) {
-      fast_v2::Leave(c);
+      fast_v3::Leave(c);
       return nullptr;
     }
     bin.top = --top;
@@ -114,7 +114,7 @@ class Heap {
     c->room.store(
         c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassSize(cls)),
         std::memory_order_relaxed);
-    fast_v2::Leave(c);
+    fast_v3::Leave(c);
     SetFirstWord(p, 0);  // no longer free
     return p;
   }
@@ -124,6 +124,9 @@ class Heap {
   bool debug_checks() const noexcept { return debug_; }
   // The page map's entries by page of the range (PageMap::entries), for the pool's inline free.
   const PageEntry* page_map() const noexcept { return pages_.page_map().entries(); }
+  // Tags (or untags) the page where p, a block of this heap or any address of the pool's range,
+  // lies, so that the inline free of any block starting there calls the library (PageMap).
+  void SetGrantTag(const void* p, bool on) noexcept { pages_.SetGrantTag(p, on); }
 
   // --- the slow paths ---------------------------------------------------------------------------
   // Any size (1 .. the pool's max block size) and power-of-two alignment up to a chunk; null
@@ -209,7 +212,7 @@ class Heap {
   // thread's caches are gone.
   ThreadCache* Cache() noexcept {
     if (debug_ || tls_caches_gone) return nullptr;
-    ThreadCacheSlots& t = fast_v2::tls_slots;
+    ThreadCacheSlots& t = fast_v3::tls_slots;
     if (__builtin_expect(t.heap_id[0] == id_, 1)) return static_cast<ThreadCache*>(t.cache[0]);
     return CacheSlow();
   }

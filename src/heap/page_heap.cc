@@ -281,7 +281,7 @@ void PageHeap::Verify() const {
     const std::uintptr_t chunk_end = chunk_start + chunk_size_;
     if (map_.SpanAt(chunk_start) == nullptr) {  // released (ReleaseIdleChunks): nothing in it
       for (std::uintptr_t q = chunk_start; q < chunk_end; q += kPageSize) {
-        PINPOOL_CHECK(map_.EntryAt(q) == 0 && map_.SpanAt(q) == nullptr,
+        PINPOOL_CHECK((map_.EntryAt(q) & ~PageMap::kGrantTag) == 0 && map_.SpanAt(q) == nullptr,
                       "page heap: released chunk %zu has an entry at %#lx", index,
                       static_cast<unsigned long>(q));
       }
@@ -304,8 +304,9 @@ void PageHeap::Verify() const {
         std::uint32_t want = 0;
         if (s->state == Span::State::kSlab) want = PageMap::Encode(s->cls, i);
         if (s->state == Span::State::kLarge && i == 0) want = PageMap::Encode(s->cls, 0);
-        PINPOOL_CHECK(map_.EntryAt(page) == want, "page heap: page %#lx: entry %#x, want %#x",
-                      static_cast<unsigned long>(page), map_.EntryAt(page), want);
+        const std::uint32_t entry = map_.EntryAt(page) & ~PageMap::kGrantTag;
+        PINPOOL_CHECK(entry == want, "page heap: page %#lx: entry %#x, want %#x",
+                      static_cast<unsigned long>(page), entry, want);
       }
       if (s->state == Span::State::kFree) {
         PINPOOL_CHECK(!previous_free, "page heap: free spans side by side at %#lx",

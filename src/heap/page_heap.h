@@ -54,6 +54,10 @@ class PageHeap {
   PageHeap& operator=(const PageHeap&) = delete;
 
   const PageMap& page_map() const noexcept { return map_; }
+  // PageMap::SetGrantTag, without the lock (an atomic read-modify-write of one entry).
+  void SetGrantTag(const void* p, bool on) noexcept {
+    map_.SetGrantTag(reinterpret_cast<std::uintptr_t>(p), on);
+  }
 
   // A span of `pages` pages starting at a multiple of `alignment` (a power of two, at least a
   // page, at most a chunk) for class `cls`, recorded in the page map as a slab (every page) or a

@@ -18,6 +18,11 @@
 //                                pre-shifted by 5: entry & 0xfe0 is the byte offset of the class's
 //                                32-byte row in the inline path's class table, whose row 0 (an
 //                                entry of 0) fails every test (pinpool/fast_path.h)
+//   | kGrantTag (0x10)           added to either while a block starting on the page may be
+//                                reached by a remote grant, or is held until its grants end: the
+//                                inline free then reads the second, zero half of the row and
+//                                fails, and the pool's slow path decides. Ignored by every other
+//                                reader of the entry
 // so a pointer p with entry e != 0 is a block's start exactly when (p - span start) is a multiple
 // of the class size (IsBlockOffset), that is when (p mod page) + rest is (PageOffset: the inline
 // fast path's test, pinpool/fast_path.h, which needs no multiplication by the page size). Beside
@@ -29,8 +34,11 @@
 // lock-free (relaxed atomics: a thread reading the entry of a block it owns is ordered after the
 // write by the locks the block travelled through; a misused pointer reads a stale or racing
 // value, which is still a valid entry of the pool). Entries of chunks the heap has not taken are
-// 0. A chunk's span array is made and read under the page heap's lock and lives until the
-// PageMap is destroyed.
+// 0 (or kGrantTag). The grant tag alone is written by others (the pool's grant bookkeeping,
+// under its grant lock) with atomic read-modify-writes; the page heap's plain stores never meet
+// it, because they rewrite only pages where no live block starts (a span being made, or freed
+// whole), and a granted or held block is live until its tag is cleared. A chunk's span array is
+// made and read under the page heap's lock and lives until the PageMap is destroyed.
 #ifndef PINPOOL_HEAP_PAGE_MAP_H_
 #define PINPOOL_HEAP_PAGE_MAP_H_
 
@@ -93,6 +101,16 @@ class PageMap {
   std::size_t max_chunks() const noexcept { return max_chunks_; }
   std::size_t pages_per_chunk() const noexcept {
     return std::size_t{1} << (chunk_shift_ - kPageShift);
+  }
+
+  static constexpr std::uint32_t kGrantTag = 0x10;
+  // Sets or clears the grant tag of the page holding p, in the range (any thread; see above).
+  void SetGrantTag(std::uintptr_t p, bool on) noexcept {
+    if (on) {
+      EntryOf(p)->fetch_or(kGrantTag, std::memory_order_relaxed);
+    } else {
+      EntryOf(p)->fetch_and(~kGrantTag, std::memory_order_relaxed);
+    }
   }
 
   // The entries by page of the range (entries()[(p - base) >> kPageShift]), for callers that keep

@@ -3,22 +3,31 @@
 
 #include <algorithm>
 
+#include "heap/size_class.h"
 #include "util/check.h"
 
 namespace pinpool::internal {
 
-void GrantRegistry::ChunkEntriesChanged(const void* block, int delta) {
+void GrantRegistry::EntriesChanged(const void* block, int delta) {
   const ChunkInfo* chunk = arena_->ChunkOf(block);
   PINPOOL_DCHECK(chunk != nullptr);
-  std::size_t& n = chunk_entries_[chunk->index];
+  const std::uintptr_t page = reinterpret_cast<std::uintptr_t>(block) >> kPageShift;
+  std::size_t& in_chunk = chunk_entries_[chunk->index];
+  std::size_t& on_page = page_entries_[page];
   if (delta > 0) {
-    if (n++ == 0) arena_->SetGranted(block, true);
-  } else {
-    PINPOOL_DCHECK(n > 0);
-    if (--n == 0) {
-      arena_->SetGranted(block, false);
-      chunk_entries_.erase(chunk->index);
-    }
+    // Tagged before the grant is made: the inline free of the block calls the library from now.
+    if (on_page++ == 0) tag_page_(block, true);
+    if (in_chunk++ == 0) arena_->SetGranted(block, true);
+    return;
+  }
+  PINPOOL_DCHECK(in_chunk > 0 && on_page > 0);
+  if (--on_page == 0) {
+    tag_page_(block, false);
+    page_entries_.erase(page);
+  }
+  if (--in_chunk == 0) {
+    arena_->SetGranted(block, false);
+    chunk_entries_.erase(chunk->index);
   }
 }
 
@@ -30,7 +39,7 @@ void GrantRegistry::AddLocked(void* block, std::size_t size, GrantHolder* holder
   PINPOOL_DCHECK(!e.freed);
   if (inserted) {
     e.size = size;
-    ChunkEntriesChanged(block, +1);
+    EntriesChanged(block, +1);
   }
   e.grants.emplace_back(holder, id);
 }
@@ -48,7 +57,7 @@ void GrantRegistry::EndLocked(void* block, GrantHolder* holder, std::uint64_t id
     counters_.held_bytes -= e.size;
   }
   entries_.erase(it);
-  ChunkEntriesChanged(block, -1);
+  EntriesChanged(block, -1);
 }
 
 GrantRegistry::FreeOutcome GrantRegistry::OnFreeLocked(void* block, std::size_t size,

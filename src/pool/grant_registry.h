@@ -6,8 +6,10 @@
 // out again. The grant mechanics (windows, regions, queue pairs) live in VerbsRemoteAccess; this is
 // only the bookkeeping, free of verbs.
 //
-// While a chunk holds any granted or held block, the arena tags its chunk table entry, which
-// sends every free in that chunk to the pool's slow path, where OnFreeLocked decides.
+// While a page holds the start of any granted or held block, its page map entry carries the
+// grant tag (heap/page_map.h), which sends the inline free of every block starting there to the
+// pool's slow path, where OnFreeLocked decides; and while a chunk holds any, the arena tags its
+// chunk table entry (the slow paths' test, and what keeps Trim away).
 //
 // Thread safety: one mutex (mu()) guards the registry and, by convention, every grant holder of
 // the pool: grant, revoke, completion and free of a granted block are serialized per pool. The
@@ -20,6 +22,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -34,7 +37,10 @@ namespace pinpool::internal {
 
 class GrantRegistry {
  public:
-  explicit GrantRegistry(Arena* arena) : arena_(arena) {}
+  // `tag_page(block, on)` sets or clears the grant tag of the page where `block` starts, in the
+  // page map of the heap that owns it.
+  GrantRegistry(Arena* arena, std::function<void(const void* block, bool on)> tag_page)
+      : arena_(arena), tag_page_(std::move(tag_page)) {}
   GrantRegistry(const GrantRegistry&) = delete;
   GrantRegistry& operator=(const GrantRegistry&) = delete;
 
@@ -104,13 +110,16 @@ class GrantRegistry {
     std::vector<std::pair<GrantHolder*, std::uint64_t>> grants;
   };
 
-  // Counts blocks with an entry per chunk, tagging the chunk table while it is non-zero.
-  void ChunkEntriesChanged(const void* block, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts blocks with an entry per chunk and per page, tagging the chunk table entry and the
+  // page's entry while their count is non-zero.
+  void EntriesChanged(const void* block, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Arena* const arena_;
+  const std::function<void(const void*, bool)> tag_page_;
   Mutex mu_;
   std::unordered_map<std::uintptr_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<std::uint32_t, std::size_t> chunk_entries_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::uintptr_t, std::size_t> page_entries_ ABSL_GUARDED_BY(mu_);  // by page
   std::vector<Released> released_ ABSL_GUARDED_BY(mu_);
   std::size_t holders_ ABSL_GUARDED_BY(mu_) = 0;
   GrantStats counters_ ABSL_GUARDED_BY(mu_);

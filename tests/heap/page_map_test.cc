@@ -2,7 +2,7 @@
 // IsBlockStart accepts exactly the block starts of a slab or a large block and nothing else; a
 // lookup outside the range, or in a chunk the heap has not taken, finds no block. The inline
 // free (pinpool/fast_path.h) reads the same entries: the row an entry selects is its class's,
-// and an entry of 0 selects a row where nothing is a block's start.
+// and an entry of 0, or one with the grant tag, selects a row where nothing is a block's start.
 #include "heap/page_map.h"
 
 #include <gtest/gtest.h>
@@ -73,24 +73,58 @@ TEST(PageMapTest, ALargeBlockStartsOnlyAtItsFirstByte) {
 }
 
 TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
-  const fast_v2::ClassTable& table = fast_v2::classes;
+  const fast_v3::ClassTable& table = fast_v3::classes;
   for (unsigned c = 0; c < kNumClasses; ++c) {
     for (std::size_t delta = 0; delta <= (IsSlabClass(c) ? PageMap::kMaxDelta : 0); ++delta) {
       const std::uint32_t e = PageMap::Encode(c, delta);
-      const std::size_t row = (e & 0xfe0) / sizeof(fast_v2::ClassTable::Class);
+      const std::size_t row = (e & fast_v3::kRowMask) / sizeof(fast_v3::ClassTable::Class);
       ASSERT_EQ(row, c + 1) << c << " " << delta;
       ASSERT_EQ(table.cls[row].size, ClassSize(c));
     }
     // The inline test agrees with the heap's on every 16-byte offset of a span of the class.
     const std::size_t span = IsSlabClass(c) ? Class(c).pages * kPageSize : kPageSize;
     for (std::uintptr_t off = 0; off < span && off < (1u << 20); off += 16) {
-      ASSERT_EQ(fast_v2::AtBlockStart(table.cls[c + 1], off), IsBlockOffset(c, off))
+      ASSERT_EQ(fast_v3::AtBlockStart(table.cls[c + 1], off), IsBlockOffset(c, off))
           << c << " " << off;
     }
   }
   for (std::uintptr_t off = 0; off < (1u << 17); off += 16) {
-    ASSERT_FALSE(fast_v2::AtBlockStart(table.cls[0], off)) << "row 0 at offset " << off;
+    ASSERT_FALSE(fast_v3::AtBlockStart(table.cls[0], off)) << "row 0 at offset " << off;
   }
+}
+
+// The grant tag: with it, the inline free's row is the zero half of the class's row, where
+// nothing is a block's start; the heap's own readings of the entry ignore it; and it is set and
+// cleared on its page alone, leaving the entry as it was.
+TEST(PageMapTest, TheGrantTagFailsTheInlineFreeAndNothingElse) {
+  const fast_v3::ClassTable& table = fast_v3::classes;
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    const std::uint32_t tagged = PageMap::Encode(c, 0) | PageMap::kGrantTag;
+    EXPECT_EQ(PageMap::ClassOf(tagged), c);
+    EXPECT_EQ(PageMap::DeltaOf(tagged), 0u);
+    unsigned cls = kNumClasses;
+    EXPECT_TRUE(PageMap::IsBlockStart(tagged, kBase, &cls));
+    EXPECT_EQ(cls, c);
+    const auto& row = *reinterpret_cast<const fast_v3::ClassTable::Class*>(
+        reinterpret_cast<std::uintptr_t>(table.cls) + (tagged & fast_v3::kRowMask));
+    for (std::uintptr_t off = 0; off < 4 * ClassSize(c) && off < (1u << 17); off += 16) {
+      ASSERT_FALSE(fast_v3::AtBlockStart(row, off)) << "class " << c << " offset " << off;
+    }
+  }
+  const std::uint32_t tagged_empty = PageMap::kGrantTag;  // a page where no block starts
+  EXPECT_GE(PageMap::ClassOf(tagged_empty), kNumClasses);
+
+  MetadataArena metadata;
+  PageMap map(kBase, kChunkShift, 2, &metadata);
+  ASSERT_TRUE(map.ok());
+  const unsigned slab = SizeClass(64);
+  map.SetSlab(kBase, 2, slab);
+  map.SetGrantTag(kBase + kPageSize + 640, true);
+  map.SetGrantTag(kBase + kPageSize + 64, true);  // twice: still one bit
+  EXPECT_EQ(map.EntryAt(kBase), PageMap::Encode(slab, 0));
+  EXPECT_EQ(map.EntryAt(kBase + kPageSize), PageMap::Encode(slab, 1) | PageMap::kGrantTag);
+  map.SetGrantTag(kBase + kPageSize, false);
+  EXPECT_EQ(map.EntryAt(kBase + kPageSize), PageMap::Encode(slab, 1));
 }
 
 TEST(PageMapTest, LookupsFindOnlyWhatWasRecorded) {
