@@ -156,12 +156,16 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END {
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 failed=0
 rows=()
+skipped=()
 for entry in "${programs[@]}"; do
   IFS='|' read -r name prog args metric finished <<<"$entry"
   if [ -n "$only" ] && ! grep -qw -- "$name" <<<"$only"; then continue; fi
   [ -x "$dir/$prog" ] || { echo "no $prog in $dir (bench/third-party.sh build)" >&2; exit 2; }
   skip=$(fork_reason "$dir/$prog")
-  if [ -n "$skip" ]; then echo "$name: skipped under pinpool: $skip" >&2; fi
+  if [ -n "$skip" ]; then
+    skipped+=("$name: skipped under pinpool: it $skip.")
+    echo "${skipped[-1]}" >&2
+  fi
   counts=$threads
   [[ "$args" == *T* ]] || counts=1
   for t in $counts; do
@@ -176,7 +180,9 @@ for entry in "${programs[@]}"; do
         cell[$alloc]="${cell[$alloc]:-} $v"
       done
     done
-    line="| $name | \`$targs\` | $t |"
+    shown="(none)"
+    [ -z "$targs" ] || shown="\`$targs\`"
+    line="| $name | $shown | $t |"
     best=""
     for alloc in "${allocators[@]}"; do
       if [ "$alloc" = pinpool ] && [ -n "$skip" ]; then
@@ -218,6 +224,10 @@ echo
 echo "| program | arguments | threads | glibc | tcmalloc | mimalloc | pinpool | pinpool / fastest | ≤ 1.25x |"
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+if [ ${#skipped[@]} -gt 0 ]; then
+  echo
+  printf '%s\n' "${skipped[@]}"
+fi
 if [ "$failed" -ne 0 ]; then
   echo "Some runs FAILED: their output is in $logs" >&2
   exit 1
