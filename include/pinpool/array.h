@@ -16,6 +16,10 @@
 // element i lies in run i / elements_per_chunk(), so Element(i) is a division, a multiplication
 // and two loads: O(1), no lock.
 //
+// Slices. Elements [first, first + count) cut where the runs are, one slice per run they touch:
+// what one grant or one descriptor run per chunk covers (VerbsRemoteAccess::GrantArray,
+// FabricRemoteAccess::GrantArray, Describe).
+//
 // Ownership. An Array is a move-only handle; Pool::Deallocate(Array&&) frees it and every element
 // at once. A run a remote grant can still reach is held, not reused, until the grant ends (as a
 // granted block is: pinpool/grant_lock.h). Dropping a non-empty Array without freeing it leaks its
@@ -26,6 +30,7 @@
 #ifndef PINPOOL_ARRAY_H_
 #define PINPOOL_ARRAY_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -48,6 +53,17 @@ struct ArrayRun {
   const ChunkInfo* chunk = nullptr;  // the chunk it lies in: keys per domain
   std::size_t first = 0;             // index of its first element
   std::size_t count = 0;             // elements in it (>= 1)
+};
+
+// The elements of a subrange that lie in one run.
+struct ArraySlice {
+  std::size_t run = 0;    // index in Array::runs()
+  std::size_t first = 0;  // its first element (the array's numbering)
+  std::size_t count = 0;  // elements (>= 1)
+  // Bytes from the run's base to the slice's first element, and the slice's bytes
+  // (count x stride): the range of Array::Run(run) a grant of the slice covers.
+  std::size_t offset = 0;
+  std::size_t length = 0;
 };
 
 class Array {
@@ -97,6 +113,25 @@ class Array {
   Block Run(std::size_t r) const noexcept {
     if (r >= runs_.size()) return {};
     return Block(runs_[r].base, runs_[r].count * stride_, runs_[r].chunk);
+  }
+  // Elements [first, first + count) (to the end when count is SIZE_MAX), one slice per run they
+  // touch, in element order. Empty when the array is empty, or the subrange empty or out of
+  // range: callers report that as their own kInvalidArgument.
+  std::vector<ArraySlice> Slices(std::size_t first, std::size_t count = SIZE_MAX) const {
+    std::vector<ArraySlice> slices;
+    if (count == SIZE_MAX && first < count_) count = count_ - first;
+    if (count == 0 || first >= count_ || count > count_ - first) return slices;
+    const std::size_t end = first + count;
+    for (std::size_t r = first / per_run_; r < runs_.size() && runs_[r].first < end; ++r) {
+      const std::size_t from = std::max(first, runs_[r].first);
+      const std::size_t to = std::min(end, runs_[r].first + runs_[r].count);
+      slices.push_back({.run = r,
+                        .first = from,
+                        .count = to - from,
+                        .offset = (from - runs_[r].first) * stride_,
+                        .length = (to - from) * stride_});
+    }
+    return slices;
   }
 
  private:

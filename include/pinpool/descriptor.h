@@ -106,6 +106,20 @@ PINPOOL_EXPORT absl::StatusOr<std::vector<std::byte>> Describe(const Array& arra
 PINPOOL_EXPORT absl::StatusOr<std::vector<std::byte>> Describe(
     std::span<const Block> blocks, std::span<const std::size_t> domains);
 
+// One range of whole elements of an array that a grant gives a peer, with the grant's key: what
+// each engine's DescribeGrants makes of its grants (pinpool/verbs_remote_access.h,
+// pinpool/fabric.h), and what a transport of your own describes its grants with.
+struct GrantedRange {
+  std::uint64_t address = 0;  // what the peer passes as the remote address of the first element
+  std::uint64_t key = 0;
+  std::uint64_t length = 0;  // bytes: whole strides of the array
+};
+// A descriptor of `ranges` of `array`'s elements, one run each, in order, with one key each;
+// elements renumbered from 0. kInvalidArgument for an empty array, no ranges, or a range whose
+// length is not a positive multiple of the array's stride (or one AddRun refuses).
+PINPOOL_EXPORT absl::StatusOr<std::vector<std::byte>> DescribeRanges(
+    const Array& array, std::span<const GrantedRange> ranges);
+
 // A decoded, validated descriptor (the peer's side).
 class PINPOOL_EXPORT Descriptor {
  public:

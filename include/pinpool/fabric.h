@@ -55,10 +55,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pinpool/array.h"
 #include "pinpool/block.h"
 #include "pinpool/domain.h"
 #include "pinpool/export.h"
@@ -213,11 +216,12 @@ struct FabricGrant {
   explicit operator bool() const noexcept { return id != 0; }
 };
 
-// Per-block grants on one FabricDomain of a pool. A grant registers exactly the granted range
-// with the asked remote rights and its own key (scope: every endpoint of the fid_domain, or the
-// given endpoint under FI_MR_ENDPOINT), and is revoked by closing that registration, at once.
-// Freeing a granted block revokes its grants first; the block is reused only after that. The
-// pool must outlive the FabricRemoteAccess, which revokes everything when destroyed.
+// Per-block grants on one FabricDomain of a pool, and per chunk run of an array. A grant
+// registers exactly the granted range with the asked remote rights and its own key (scope: every
+// endpoint of the fid_domain, or the given endpoint under FI_MR_ENDPOINT), and is revoked by
+// closing that registration, at once. Freeing a granted block (or array) revokes its grants
+// first; the memory is reused only after that. The pool must outlive the FabricRemoteAccess,
+// which revokes everything when destroyed.
 class PINPOOL_EXPORT FabricRemoteAccess {
  public:
   // Errors: kInvalidArgument (the domain number is not a FabricDomain of the pool; FI_MR_ENDPOINT
@@ -240,6 +244,16 @@ class PINPOOL_EXPORT FabricRemoteAccess {
   absl::StatusOr<FabricGrant> Grant(const Block& block, RemoteRights rights);
   absl::StatusOr<FabricGrant> Grant(const Block& block, std::size_t offset, std::size_t length,
                                     RemoteRights rights);
+  // Grants `rights` on elements [first, first + count) of `array` (all of it by default): one
+  // grant per chunk run the range touches (Array::Slices), a registration of exactly those
+  // elements, never one per element. Each is a grant like any other: Revoke and Ended apply to
+  // it, and freeing the array revokes every run's grant before its chunk is reused (closing is
+  // synchronous: nothing stays held). Errors: as Grant's, and kInvalidArgument for an empty array
+  // or an empty or out-of-range subrange; on any error the grants already made for earlier runs
+  // are revoked. DescribeGrants turns the result into a descriptor for the peer.
+  absl::StatusOr<std::vector<FabricGrant>> GrantArray(const Array& array, RemoteRights rights,
+                                                      std::size_t first = 0,
+                                                      std::size_t count = SIZE_MAX);
   // Closes the grant's registration: no peer can use its key afterwards. Idempotent; kNotFound
   // for an id this object never issued; kInternal if the provider refused to close it (the
   // memory then stays reserved for good, never reused).
@@ -257,6 +271,15 @@ class PINPOOL_EXPORT FabricRemoteAccess {
   PINPOOL_NO_EXPORT explicit FabricRemoteAccess(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// A compact descriptor (pinpool/descriptor.h) of what FabricRemoteAccess::GrantArray granted on
+// `array`: one run per grant, with the grant's key, elements renumbered from 0 (element i of the
+// descriptor is element first + i of the array). A run's base is the grant's remote address:
+// the virtual address under FI_MR_VIRT_ADDR, else 0, the offset in the grant's own registration
+// (what the peer must pass either way). kInvalidArgument for an empty array, no grants, or a
+// grant that is not whole elements of the array.
+PINPOOL_EXPORT absl::StatusOr<std::vector<std::byte>> DescribeGrants(
+    const Array& array, std::span<const FabricGrant> grants);
 
 // Posts ONE RMA write of bytes [offset, offset + length) of `from` to `to` at `to_offset`
 // (fi_writemsg with the chunk's descriptor and `flags`, e.g. FI_COMPLETION, or

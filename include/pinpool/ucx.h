@@ -25,7 +25,10 @@
 // is packed or not; what keeps peers out of a chunk whose rkey was never packed is only that they
 // lack the key. For per-block grants a peer cannot exceed, use the verbs domain and
 // pinpool::VerbsRemoteAccess (pinpool/verbs_remote_access.h), or libfabric (pinpool/fabric.h) where
-// the provider enforces ranges.
+// the provider enforces ranges. For the same reason there are no array grants over UCX: the
+// elements of an array a peer may reach would be every element of every chunk the array spans,
+// until the pool is destroyed; grant arrays with VerbsRemoteAccess::GrantArray or
+// FabricRemoteAccess::GrantArray (docs/arrays.md).
 //
 // This header includes <ucp/api/ucp.h>; it belongs to the optional library libpinpool_ucx
 // (CMake: find_package(pinpool CONFIG COMPONENTS ucx), target pinpool::ucx; pkg-config:

@@ -1,6 +1,7 @@
-// Compact descriptors (pinpool/descriptor.h): the writer, the two Describe conveniences, and the
-// decoder that treats its input as untrusted. Byte order is written and read byte by byte, so the
-// format is little endian whatever the host.
+// Compact descriptors (pinpool/descriptor.h): the writer, the Describe conveniences (by chunk
+// keys, or by granted ranges: DescribeRanges), and the decoder that treats its input as
+// untrusted. Byte order is written and read byte by byte, so the format is little endian whatever
+// the host.
 #include "pinpool/descriptor.h"
 
 #include <algorithm>
@@ -118,25 +119,20 @@ absl::StatusOr<std::vector<std::byte>> Describe(const Array& array,
                                                 std::span<const std::size_t> domains,
                                                 std::uint64_t first, std::uint64_t count) {
   if (!array) return Bad("an empty array");
-  if (count == UINT64_MAX && first < array.size()) count = array.size() - first;
-  if (count == 0 || first >= array.size() || count > array.size() - first) {
+  const std::vector<ArraySlice> slices = array.Slices(first, count);
+  if (slices.empty()) {
     return Bad(
         absl::StrFormat("elements [%u, +%u) of an array of %zu", first, count, array.size()));
   }
   DescriptorWriter writer(array.element_size(), domains.size());
   std::uint64_t keys[kMaxDomains] = {};
-  const std::uint64_t end = first + count;
-  for (std::size_t r = first / array.elements_per_chunk(); r < array.runs().size(); ++r) {
-    const ArrayRun& run = array.runs()[r];
-    if (run.first >= end) break;
-    const std::uint64_t from = std::max<std::uint64_t>(first, run.first);
-    const std::uint64_t to = std::min<std::uint64_t>(end, run.first + run.count);
+  for (const ArraySlice& slice : slices) {
+    const ArrayRun& run = array.runs()[slice.run];
     if (domains.size() <= kMaxDomains) {
       if (absl::Status s = ChunkKeys(*run.chunk, domains, keys); !s.ok()) return s;
     }
-    const auto base =
-        reinterpret_cast<std::uintptr_t>(run.base) + (from - run.first) * array.stride();
-    if (absl::Status s = writer.AddRun(base, array.stride(), to - from,
+    const auto base = reinterpret_cast<std::uintptr_t>(run.base) + slice.offset;
+    if (absl::Status s = writer.AddRun(base, array.stride(), slice.count,
                                        std::span<const std::uint64_t>(keys, domains.size()));
         !s.ok()) {
       return s;
@@ -161,6 +157,24 @@ absl::StatusOr<std::vector<std::byte>> Describe(std::span<const Block> blocks,
     }
     if (absl::Status s = writer.AddRun(reinterpret_cast<std::uintptr_t>(b.data()), b.size(), 1,
                                        std::span<const std::uint64_t>(keys, domains.size()));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return writer.Finish();
+}
+
+absl::StatusOr<std::vector<std::byte>> DescribeRanges(const Array& array,
+                                                      std::span<const GrantedRange> ranges) {
+  if (!array || ranges.empty()) return Bad("an empty array or no granted ranges");
+  DescriptorWriter writer(array.element_size(), 1);
+  for (const GrantedRange& r : ranges) {
+    if (r.length == 0 || r.length % array.stride() != 0) {
+      return Bad(absl::StrFormat("a granted range of %u bytes is not whole elements of stride %zu",
+                                 r.length, array.stride()));
+    }
+    if (absl::Status s =
+            writer.AddRun(r.address, array.stride(), r.length / array.stride(), {&r.key, 1});
         !s.ok()) {
       return s;
     }

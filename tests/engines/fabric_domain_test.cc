@@ -9,9 +9,13 @@
 //   application took; each chunk is registered once, local-only unless trusted;
 // - a grant moves every byte both ways and ends when revoked or when its block is freed (then
 //   the block is reused only after that);
+// - an array is granted per chunk run (FabricRemoteAccess::GrantArray), every element reached
+//   through the descriptor of its grants alone, each grant ended when the array is freed; every
+//   error GrantArray and DescribeGrants promise;
 // - the helpers refuse ranges outside the block or the peer's bytes before posting;
 // - measurements behind the provider table (FabricDomain::range_enforced): tcp and sockets refuse
-//   a write past a grant's end and a write through a revoked grant (the target's bytes stay); shm
+//   a write past a grant's end, a write through a revoked grant and one through the descriptor of
+//   a freed array whose chunks a new array took (the target's bytes stay); shm
 //   writes past a grant's end. When a provider changes, these fail and ask for the table to change.
 // The verbs provider (in the guest) is tested by fabric_rdma_test.cc.
 #include <gtest/gtest.h>
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include "fabric_pair.h"
+#include "pinpool/descriptor.h"
 #include "pinpool/fabric.h"
 #include "pinpool/pinpool.h"
 
@@ -266,6 +271,111 @@ TEST_P(FabricTest, GrantingABlockFreedToThePoolIsAnErrorNotAnAbort) {
   EXPECT_EQ(target_pool_->GetStats().grants.live, 0u);
 }
 
+// 12 KiB pages in 4 MiB chunks: 341 a chunk, so 600 of them are runs of 341 and 259.
+constexpr std::size_t kPage = 12288;
+
+// The peer's view of element i of a descriptor of fabric grants.
+FabricRemote RemoteOf(const Descriptor& d, std::uint64_t i) {
+  const RemoteElement e = d.Element(i).value();
+  return {.address = e.address, .key = e.keys[0], .length = e.length};
+}
+
+TEST_P(FabricTest, AnArrayIsGrantedPerRunAndReachedThroughItsDescriptorAlone) {
+  ASSERT_NO_FATAL_FAILURE(MakePools());
+  auto a = target_pool_->AllocateArray(600, kPage, 4096);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->runs().size(), 2u);
+  for (std::size_t i = 0; i < a->size(); ++i) std::memset(a->Element(i).data(), 0, kPage);
+  // Elements [300, 400): 41 in the first run, 59 in the second.
+  auto grants = access_->GrantArray(*a, {.read = true, .write = true}, 300, 100);
+  ASSERT_TRUE(grants.ok()) << grants.status();
+  ASSERT_EQ(grants->size(), 2u);
+  EXPECT_EQ((*grants)[0].remote.length, 41 * kPage);
+  EXPECT_EQ((*grants)[1].remote.length, 59 * kPage);
+  EXPECT_EQ((*grants)[0].range_enforced, target_domain_->range_enforced());
+  const Descriptor d = Descriptor::Decode(DescribeGrants(*a, *grants).value()).value();
+  ASSERT_EQ(d.size(), 100u);
+  ASSERT_EQ(d.runs().size(), 2u);
+  Block src = local_pool_->Allocate(kPage);
+  Block back = local_pool_->Allocate(kPage);
+  ASSERT_TRUE(src && back);
+  for (const std::uint64_t i : {0, 1, 40, 41, 42, 99}) {  // both sides of the run boundary
+    Fill(src, i, kPage);
+    ASSERT_TRUE(Write(src, kPage, RemoteOf(d, i)).ok()) << i;
+    EXPECT_EQ(FirstWrong(a->Element(300 + i), i, kPage), kPage) << "element " << 300 + i;
+    std::memset(back.data(), 0, kPage);
+    ASSERT_TRUE(Read(back, kPage, RemoteOf(d, i)).ok()) << i;
+    EXPECT_EQ(FirstWrong(back, i, kPage), kPage) << i;
+  }
+  const auto* before = static_cast<const std::uint8_t*>(a->Element(299).data());
+  const auto* after = static_cast<const std::uint8_t*>(a->Element(400).data());
+  EXPECT_EQ(before[kPage - 1] | after[0], 0) << "the neighbours of the subrange are untouched";
+  // The whole array: a grant per run, never one per element.
+  auto whole = access_->GrantArray(*a, {.read = true});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->size(), 2u);
+  EXPECT_EQ((*whole)[0].remote.length, 341 * kPage);
+  EXPECT_EQ((*whole)[1].remote.length, 259 * kPage);
+  EXPECT_EQ(access_->live_grants(), 4u);
+  EXPECT_EQ(FigureValue(target_pool_->GetStats().grants.figures, "fabric_region_registrations"),
+            4u);
+  // Freeing the array closes every run's grant first (synchronously: nothing stays held).
+  target_pool_->Deallocate(std::move(*a));
+  for (const auto* list : {&*grants, &*whole}) {
+    for (const FabricGrant& g : *list) EXPECT_TRUE(access_->Ended(g));
+  }
+  const GrantStats s = target_pool_->GetStats().grants;
+  EXPECT_EQ(s.live, 0u);
+  EXPECT_EQ(s.held_blocks, 0u);
+  EXPECT_EQ(FigureValue(s.figures, "fabric_region_deregistrations"), 4u);
+  local_pool_->Deallocate(src);
+  local_pool_->Deallocate(back);
+}
+
+TEST_P(FabricTest, ArrayGrantsAndTheirDescriptorsRefuseBadInput) {
+  ASSERT_NO_FATAL_FAILURE(MakePools());
+  auto a = target_pool_->AllocateArray(600, kPage, 4096);
+  ASSERT_TRUE(a.ok()) << a.status();
+  for (auto [first, count] :
+       {std::pair<std::size_t, std::size_t>{0, 0}, {600, 1}, {599, 2}, {1, SIZE_MAX - 1}}) {
+    const auto g = access_->GrantArray(*a, {.read = true}, first, count);
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << first << " +" << count;
+    EXPECT_NE(g.status().message().find("elements ["), std::string_view::npos) << g.status();
+  }
+  EXPECT_EQ(access_->GrantArray(Array(), {.read = true}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(access_->GrantArray(*a, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(access_->live_grants(), 0u);
+  // A run that fails after an earlier one was granted: the earlier grant is revoked. (The second
+  // run's chunk is given back, so the array no longer has it: not memory of the pool.)
+  ASSERT_TRUE(target_pool_->GiveBack(a->Run(1).data()).ok());
+  EXPECT_EQ(target_pool_->TakeLostChunks().size(), 1u);
+  const auto half = access_->GrantArray(*a, {.read = true});
+  EXPECT_EQ(half.status().code(), absl::StatusCode::kInvalidArgument) << half.status();
+  EXPECT_NE(half.status().message().find("after 1 runs granted and now revoked"),
+            std::string_view::npos)
+      << half.status();
+  EXPECT_EQ(access_->live_grants(), 0u);
+  GrantStats s = target_pool_->GetStats().grants;
+  EXPECT_EQ(FigureValue(s.figures, "fabric_region_registrations"), 1u);
+  EXPECT_EQ(FigureValue(s.figures, "fabric_region_deregistrations"), 1u);
+  // DescribeGrants: no grants, an empty array, a grant that is not whole elements.
+  auto g = access_->GrantArray(*a, {.read = true}, 0, 10);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(DescribeGrants(*a, std::span<const FabricGrant>()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DescribeGrants(Array(), *g).status().code(), absl::StatusCode::kInvalidArgument);
+  const FabricGrant partial[] = {
+      {.id = 1, .remote = {.address = 0, .key = 1, .length = kPage + 1}}};
+  EXPECT_EQ(DescribeGrants(*a, partial).status().code(), absl::StatusCode::kInvalidArgument);
+  // After RevokeAllNow every grant ends and no more are made.
+  access_->RevokeAllNow();
+  EXPECT_TRUE(access_->Ended((*g)[0]));
+  EXPECT_EQ(access_->GrantArray(*a, {.read = true}, 0, 10).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  target_pool_->Deallocate(std::move(*a));
+}
+
 TEST_P(FabricTest, TransfersOutsideTheBlockOrThePeersBytesAreRefusedBeforePosting) {
   ASSERT_NO_FATAL_FAILURE(MakePools());
   Block target = target_pool_->Allocate(4096);
@@ -376,6 +486,41 @@ TEST_P(FabricEnforcingTest, RefusesAWriteThroughARevokedGrant) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto* t = static_cast<const std::uint8_t*>(target.data());
   for (std::size_t i = 0; i < 4096; ++i) ASSERT_EQ(t[i], 0) << "a revoked grant wrote byte " << i;
+}
+
+// The KV-cache case on the host: an array granted and described, freed, its chunks taken by a new
+// array; the peer's old descriptor is refused and the new array's bytes stay.
+TEST_P(FabricEnforcingTest, AFreedArraysDescriptorIsRefusedOnceANewArrayHasItsChunks) {
+  ASSERT_NO_FATAL_FAILURE(MakePools());
+  auto a = target_pool_->AllocateArray(600, kPage, 4096);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto grants = access_->GrantArray(*a, {.write = true});
+  ASSERT_TRUE(grants.ok()) << grants.status();
+  const Descriptor d = Descriptor::Decode(DescribeGrants(*a, *grants).value()).value();
+  Block src = local_pool_->Allocate(kPage);
+  ASSERT_TRUE(src);
+  Fill(src, 5, kPage);
+  ASSERT_TRUE(Write(src, kPage, RemoteOf(d, 500)).ok());  // control: live, it lands
+  ASSERT_EQ(FirstWrong(a->Element(500), 5, kPage), kPage);
+  const void* old_runs[] = {a->runs()[0].base, a->runs()[1].base};
+  target_pool_->Deallocate(std::move(*a));
+  auto b = target_pool_->AllocateArray(600, kPage, 4096);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(b->runs()[1].base == old_runs[1] || b->runs()[0].base == old_runs[1])
+      << "the new array should take the old second chunk for the test to mean something";
+  for (std::size_t i = 0; i < b->size(); ++i) std::memset(b->Element(i).data(), 0, kPage);
+  const absl::Status s =
+      FabricWriteSync(pair_->initiator.ep, pair_->initiator.cq, src, 0, kPage,
+                      pair_->initiator.peer, RemoteOf(d, 500), 0, FI_DELIVERY_COMPLETE);
+  std::printf("%s, write through a freed array's descriptor: %s\n", GetParam(),
+              s.ToString().c_str());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (std::size_t i = 0; i < b->size(); ++i) {
+    const auto* p = static_cast<const std::uint8_t*>(b->Element(i).data());
+    for (std::size_t j = 0; j < kPage; ++j) ASSERT_EQ(p[j], 0) << "element " << i << " byte " << j;
+  }
+  target_pool_->Deallocate(std::move(*b));
+  local_pool_->Deallocate(src);
 }
 
 // shm with cross-memory attach (its default) checks neither keys nor bounds: a write told to

@@ -13,7 +13,8 @@
 #   library               its API (demangled)                 must export
 #   libpinpool.*          pinpool::*, pinpool_* (the C API)    pinpool::Pool::Create
 #   libpinpool_ucx.*      pinpool::Ucx*, ToUcxPeerBlock        pinpool::UcxDomain::Wrap
-#   libpinpool_fabric.*   pinpool::Fabric*, ToFabricRemote     pinpool::FabricDomain::Wrap
+#   libpinpool_fabric.*   pinpool::Fabric*, ToFabricRemote,    pinpool::FabricDomain::Wrap
+#                         DescribeGrants (its FabricGrant one)
 # (the required symbol is there so that a stripped or empty library cannot pass by exporting
 # nothing), and reports
 #   - any pinpool::internal name anywhere in a demangled symbol (a signature naming an internal
@@ -73,7 +74,8 @@ case $rules in
     api='pinpool::(Ucx|ToUcxPeerBlock\()' required='^_ZN7pinpool9UcxDomain4Wrap'
     what='pinpool::UcxDomain::Wrap' ;;
   libpinpool_fabric.*)
-    api='pinpool::(Fabric|ToFabricRemote\()' required='^_ZN7pinpool12FabricDomain4Wrap'
+    api='pinpool::(Fabric|ToFabricRemote\(|DescribeGrants\(pinpool::Array const&, std::span<pinpool::FabricGrant)'
+    required='^_ZN7pinpool12FabricDomain4Wrap'
     what='pinpool::FabricDomain::Wrap' ;;
 esac
 if [[ -n $api ]]; then

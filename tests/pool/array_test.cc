@@ -194,6 +194,53 @@ TEST(ArrayTest, ChunksOfAFreedArrayServeBlocksAndNewArrays) {
   pool->Deallocate(std::move(*again));
 }
 
+// Slices: a subrange cut at the runs, each slice's offset and length in its run, and nothing for
+// an empty or out-of-range subrange.
+TEST(ArrayTest, SlicesCutASubrangeAtItsRunsAndAreEmptyOutOfRange) {
+  auto d = std::make_shared<CountingDomain>();
+  auto pool = Pool::Create(Options({d})).value();
+  auto a = pool->AllocateArray(1000, 12288, 4096);  // 341 per chunk: runs of 341, 341, 318
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->runs().size(), 3u);
+  const std::vector<ArraySlice> all = a->Slices(0);
+  ASSERT_EQ(all.size(), 3u);
+  for (std::size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(all[r].run, r);
+    EXPECT_EQ(all[r].first, a->runs()[r].first);
+    EXPECT_EQ(all[r].count, a->runs()[r].count);
+    EXPECT_EQ(all[r].offset, 0u);
+    EXPECT_EQ(all[r].length, a->Run(r).size());
+  }
+  // [300, 700): the end of run 0, all of run 1, the start of run 2.
+  const std::vector<ArraySlice> mid = a->Slices(300, 400);
+  ASSERT_EQ(mid.size(), 3u);
+  EXPECT_EQ(mid[0].first, 300u);
+  EXPECT_EQ(mid[0].count, 41u);
+  EXPECT_EQ(mid[0].offset, 300u * 12288);
+  EXPECT_EQ(mid[0].length, 41u * 12288);
+  EXPECT_EQ(mid[1].count, 341u);
+  EXPECT_EQ(mid[2].first, 682u);
+  EXPECT_EQ(mid[2].count, 18u);
+  EXPECT_EQ(mid[2].offset, 0u);
+  for (const ArraySlice& s : mid) {
+    EXPECT_EQ(static_cast<std::byte*>(a->Run(s.run).data()) + s.offset, a->Element(s.first).data());
+  }
+  const std::vector<ArraySlice> one = a->Slices(999, 1);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].run, 2u);
+  EXPECT_EQ(one[0].length, 12288u);
+  EXPECT_EQ(a->Slices(999).size(), 1u) << "SIZE_MAX: to the end";
+  for (auto [first, count] : {std::pair<std::size_t, std::size_t>{0, 0},
+                              {1000, 1},
+                              {999, 2},
+                              {1, SIZE_MAX - 1},
+                              {1000, SIZE_MAX}}) {
+    EXPECT_TRUE(a->Slices(first, count).empty()) << first << " +" << count;
+  }
+  EXPECT_TRUE(Array().Slices(0).empty());
+  pool->Deallocate(std::move(*a));
+}
+
 TEST(ArrayTest, BadInputIsAClearErrorAndLeavesNothingMappedOrRegistered) {
   auto d = std::make_shared<CountingDomain>();
   auto pool = Pool::Create(Options({d}, 16 * kMiB)).value();

@@ -143,6 +143,35 @@ TEST(DescriptorTest, ASubrangeIsRenumberedFromZeroAndClippedToItsRuns) {
   pool->Deallocate(std::move(a));
 }
 
+// DescribeRanges: what any engine's grants of whole elements become (each DescribeGrants).
+TEST(DescriptorTest, GrantedRangesAreARunEachWithTheirKeyAndWholeElementsOnly) {
+  auto dom = std::make_shared<CountingDomain>();
+  auto pool = MakePool({dom});
+  Array a = pool->AllocateArray(100, 3000, 8).value();  // one block; stride 3000
+  const GrantedRange ranges[] = {{.address = 0x10000, .key = 7, .length = 3 * 3000},
+                                 {.address = 0, .key = 0xffffffff1, .length = 3000}};
+  const Descriptor d = Descriptor::Decode(DescribeRanges(a, ranges).value()).value();
+  EXPECT_EQ(d.size(), 4u);
+  EXPECT_EQ(d.element_size(), 3000u);
+  ASSERT_EQ(d.key_count(), 1u);
+  EXPECT_EQ(d.Element(2)->address, 0x10000u + 2 * 3000);
+  EXPECT_EQ(d.Element(2)->keys[0], 7u);
+  EXPECT_EQ(d.Element(3)->address, 0u) << "an offset-addressed grant starts at 0";
+  EXPECT_EQ(d.Element(3)->keys[0], 0xffffffff1u);
+  const GrantedRange partial[] = {{.address = 0x10000, .key = 7, .length = 3001}};
+  EXPECT_THAT(DescribeRanges(a, partial).status().message(), HasSubstr("not whole elements"));
+  const GrantedRange empty[] = {{.address = 0x10000, .key = 7, .length = 0}};
+  EXPECT_THAT(DescribeRanges(a, empty).status().message(), HasSubstr("not whole elements"));
+  const GrantedRange overflow[] = {{.address = UINT64_MAX - 100, .key = 7, .length = 3000}};
+  EXPECT_EQ(DescribeRanges(a, overflow).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(DescribeRanges(a, {}).status().message(), HasSubstr("no granted ranges"));
+  EXPECT_THAT(DescribeRanges(Array(), ranges).status().message(), HasSubstr("an empty array"));
+  for (const auto& bad : {DescribeRanges(a, partial), DescribeRanges(a, {})}) {
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  pool->Deallocate(std::move(a));
+}
+
 TEST(DescriptorTest, BlocksOfOneSizeAreARunEach) {
   auto dom = std::make_shared<CountingDomain>();
   auto pool = MakePool({dom});

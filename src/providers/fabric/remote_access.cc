@@ -1,4 +1,5 @@
-// FabricRemoteAccess (pinpool/fabric.h): per-block grants on a libfabric domain. A grant is a
+// FabricRemoteAccess (pinpool/fabric.h): per-block grants on a libfabric domain, and per chunk
+// run of an array (GrantArray: one block grant per Array::Slices slice). A grant is a
 // registration of exactly the granted range with its own key; revoking it closes that
 // registration (synchronously). The pool holds a freed block until every grant that reaches it
 // is closed (pinpool/grant_lock.h), exactly as for the verbs domain's range regions.
@@ -15,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pinpool/descriptor.h"
 #include "pinpool/fabric.h"
 #include "pinpool/grant_lock.h"
 
@@ -228,6 +230,43 @@ absl::StatusOr<FabricGrant> FabricRemoteAccess::Grant(const Block& block, std::s
                                                       std::size_t length, RemoteRights rights) {
   return impl_->Grant(block, offset, length, rights);
 }
+absl::StatusOr<std::vector<FabricGrant>> FabricRemoteAccess::GrantArray(const Array& array,
+                                                                        RemoteRights rights,
+                                                                        std::size_t first,
+                                                                        std::size_t count) {
+  const std::vector<ArraySlice> slices = array.Slices(first, count);
+  if (slices.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("FabricRemoteAccess::GrantArray: elements [%d, +%d) of an array of %d",
+                        first, count, array.size()));
+  }
+  std::vector<FabricGrant> grants;
+  for (const ArraySlice& slice : slices) {
+    absl::StatusOr<FabricGrant> g =
+        impl_->Grant(array.Run(slice.run), slice.offset, slice.length, rights);
+    if (!g.ok()) {
+      for (const FabricGrant& made : grants) impl_->Revoke(made.id).IgnoreError();
+      return absl::Status(
+          g.status().code(),
+          absl::StrFormat("FabricRemoteAccess::GrantArray: run %d of the array (elements [%d, "
+                          "%d)), after %d runs granted and now revoked: %s",
+                          slice.run, slice.first, slice.first + slice.count, grants.size(),
+                          g.status().message()));
+    }
+    grants.push_back(*g);
+  }
+  return grants;
+}
+
+absl::StatusOr<std::vector<std::byte>> DescribeGrants(const Array& array,
+                                                      std::span<const FabricGrant> grants) {
+  std::vector<GrantedRange> ranges;
+  for (const FabricGrant& g : grants) {
+    ranges.push_back({.address = g.remote.address, .key = g.remote.key, .length = g.remote.length});
+  }
+  return DescribeRanges(array, ranges);
+}
+
 absl::Status FabricRemoteAccess::Revoke(const FabricGrant& grant) {
   return impl_->Revoke(grant.id);
 }

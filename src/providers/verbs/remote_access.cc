@@ -544,27 +544,23 @@ absl::StatusOr<std::vector<RemoteGrant>> VerbsRemoteAccess::GrantArray(const Arr
                                                                        RemoteRights rights,
                                                                        std::size_t first,
                                                                        std::size_t count) {
-  if (count == SIZE_MAX && first < array.size()) count = array.size() - first;
-  if (!array || count == 0 || first >= array.size() || count > array.size() - first) {
+  const std::vector<ArraySlice> slices = array.Slices(first, count);
+  if (slices.empty()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("VerbsRemoteAccess::GrantArray: elements [%zu, +%zu) of an array of %zu",
                         first, count, array.size()));
   }
   std::vector<RemoteGrant> grants;
-  const std::size_t end = first + count;
-  for (std::size_t r = first / array.elements_per_chunk(); r < array.runs().size(); ++r) {
-    const ArrayRun& run = array.runs()[r];
-    if (run.first >= end) break;
-    const std::size_t from = std::max(first, run.first);
-    const std::size_t to = std::min(end, run.first + run.count);
-    absl::StatusOr<RemoteGrant> g = impl_->Grant(array.Run(r), (from - run.first) * array.stride(),
-                                                 (to - from) * array.stride(), rights);
+  for (const ArraySlice& slice : slices) {
+    absl::StatusOr<RemoteGrant> g =
+        impl_->Grant(array.Run(slice.run), slice.offset, slice.length, rights);
     if (!g.ok()) {
       for (const RemoteGrant& made : grants) (void)impl_->Revoke(made.id);
       return absl::Status(g.status().code(),
                           absl::StrFormat("GrantArray: run %zu of the array (elements [%zu, %zu)), "
                                           "after %zu runs granted and now revoked: %s",
-                                          r, from, to, grants.size(), g.status().message()));
+                                          slice.run, slice.first, slice.first + slice.count,
+                                          grants.size(), g.status().message()));
     }
     grants.push_back(*g);
   }
@@ -573,21 +569,11 @@ absl::StatusOr<std::vector<RemoteGrant>> VerbsRemoteAccess::GrantArray(const Arr
 
 absl::StatusOr<std::vector<std::byte>> DescribeGrants(const Array& array,
                                                       std::span<const RemoteGrant> grants) {
-  if (!array || grants.empty()) {
-    return absl::InvalidArgumentError("DescribeGrants: an empty array or no grants");
-  }
-  DescriptorWriter writer(array.element_size(), 1);
+  std::vector<GrantedRange> ranges;
   for (const RemoteGrant& g : grants) {
-    if (g.length % array.stride() != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("DescribeGrants: a grant of %u bytes is not whole elements of stride %zu",
-                          g.length, array.stride()));
-    }
-    const std::uint64_t key = ToUnderlying(g.rkey);
-    PINPOOL_RETURN_IF_ERROR(
-        writer.AddRun(g.address, array.stride(), g.length / array.stride(), {&key, 1}));
+    ranges.push_back({.address = g.address, .key = ToUnderlying(g.rkey), .length = g.length});
   }
-  return writer.Finish();
+  return DescribeRanges(array, ranges);
 }
 
 absl::Status VerbsRemoteAccess::Revoke(const RemoteGrant& grant) { return impl_->Revoke(grant.id); }
