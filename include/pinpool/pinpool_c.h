@@ -153,6 +153,21 @@ PINPOOL_EXPORT size_t pinpool_array_run_count(const pinpool_array_t* array);
 PINPOOL_EXPORT int pinpool_array_run(const pinpool_array_t* array, size_t r,
                                      pinpool_array_run_t* out);
 
+/* Compact descriptors (pinpool/descriptor.h), the owner's side: writes a descriptor of elements
+ * [first, first + count) of `array` (count UINT64_MAX: to the end), renumbered from 0, with the
+ * rkeys its chunks have in the pool's domains `domains[0 .. domain_count)` (indexes in the pool's
+ * domain order), into `buf` (`buflen` bytes), and stores its length in *written. As Describe in
+ * pinpool/descriptor.h, these are the chunks' own keys: the peer reaches the whole of every chunk
+ * the elements lie in (for trusted peers only). Returns 0; -ENOSPC when buflen is smaller than
+ * the descriptor (nothing written to buf, *written is the length needed: call with buf NULL and
+ * buflen 0 to size it); -EINVAL when an argument is NULL (buf only with buflen 0 allowed), the
+ * subrange is empty or out of range, there are no or too many domains, or a domain index the
+ * chunks do not have (errbuf says which); -ENOMEM when memory for the encoding ran out. */
+PINPOOL_EXPORT int pinpool_array_describe(const pinpool_array_t* array, const size_t* domains,
+                                          size_t domain_count, uint64_t first, uint64_t count,
+                                          void* buf, size_t buflen, size_t* written, char* errbuf,
+                                          size_t errlen);
+
 /* Compact descriptors (pinpool/descriptor.h), the peer's side: decodes the bytes a peer sent
  * (untrusted: every field is checked) into a handle that gives any element's remote address and
  * keys. On success stores the handle in *out and returns 0; else stores NULL, returns -EINVAL

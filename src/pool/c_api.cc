@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -321,6 +322,40 @@ int pinpool_array_run(const pinpool_array_t* array, size_t r, pinpool_array_run_
 }
 
 // A descriptor handle is a heap-allocated pinpool::Descriptor.
+int pinpool_array_describe(const pinpool_array_t* array, const size_t* domains, size_t domain_count,
+                           uint64_t first, uint64_t count, void* buf, size_t buflen,
+                           size_t* written, char* errbuf, size_t errlen) {
+  if (array == nullptr || written == nullptr || (domains == nullptr && domain_count != 0) ||
+      (buf == nullptr && buflen != 0)) {
+    pinpool::SetError(errbuf, errlen,
+                      "pinpool_array_describe: array, written, domains or buf is NULL");
+    return -EINVAL;
+  }
+  *written = 0;
+  try {
+    absl::StatusOr<std::vector<std::byte>> bytes =
+        pinpool::Describe(*pinpool::AsArray(array),
+                          std::span<const std::size_t>(domains, domain_count), first, count);
+    if (!bytes.ok()) {
+      pinpool::SetError(errbuf, errlen, bytes.status().message());
+      return pinpool::ErrnoFor(bytes.status().code());
+    }
+    *written = bytes->size();
+    if (buflen < bytes->size()) {
+      pinpool::SetError(errbuf, errlen,
+                        "pinpool_array_describe: the buffer is smaller than the descriptor "
+                        "(*written is the length needed)");
+      return -ENOSPC;
+    }
+    std::memcpy(buf, bytes->data(), bytes->size());
+    pinpool::SetError(errbuf, errlen, "");
+    return 0;
+  } catch (const std::bad_alloc&) {
+    pinpool::SetError(errbuf, errlen, "pinpool_array_describe: out of memory for the encoding");
+    return -ENOMEM;
+  }
+}
+
 int pinpool_descriptor_decode(const void* bytes, size_t length, pinpool_descriptor_t** out,
                               char* errbuf, size_t errlen) {
   if (out == nullptr) return -EINVAL;

@@ -4,6 +4,7 @@
 // interior pointers. tests/c_program/ checks the same header compiles and links as plain C.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -336,6 +337,93 @@ TEST(CApiExhaustionTest, BudgetSpentIsNullWithEnomem) {
   void* again = pinpool_malloc(pool.get(), 3 * kMiB);
   EXPECT_NE(again, nullptr);
   pinpool_free(pool.get(), again);
+}
+
+// The C encoder: a descriptor of a subrange across a run boundary, sized first with a NULL
+// buffer, that the C decoder reads back element by element as the array's own addresses and
+// keys; then each documented error.
+TEST_F(CApiTest, ArrayDescribeWritesWhatTheDecoderReadsAndRefusesBadInput) {
+  pinpool_array_t* array = nullptr;
+  char err[256] = "unset";
+  ASSERT_EQ(pinpool_array_alloc(pool_.get(), 2500, 4100, 64, &array, err, sizeof err), 0) << err;
+  ASSERT_EQ(pinpool_array_run_count(array), 3u);  // 1008 elements a run
+  const std::size_t domain = 0;
+  const std::uint64_t first = 1000;
+  const std::uint64_t count = 1100;  // 1000..2099: three runs
+  std::size_t needed = 0;
+  ASSERT_EQ(
+      pinpool_array_describe(array, &domain, 1, first, count, nullptr, 0, &needed, err, sizeof err),
+      -ENOSPC);
+  EXPECT_EQ(needed, 40u + 3 * 40) << "a header and three runs of one key";
+  std::vector<unsigned char> buf(needed, 0xee);  // no byte left unwritten passes as a 0
+  std::size_t written = 0;
+  ASSERT_EQ(pinpool_array_describe(array, &domain, 1, first, count, buf.data(), buf.size(),
+                                   &written, err, sizeof err),
+            0)
+      << err;
+  EXPECT_STREQ(err, "");
+  ASSERT_EQ(written, needed);
+
+  pinpool_descriptor_t* d = nullptr;
+  ASSERT_EQ(pinpool_descriptor_decode(buf.data(), written, &d, err, sizeof err), 0) << err;
+  ASSERT_EQ(pinpool_descriptor_size(d), count);
+  EXPECT_EQ(pinpool_descriptor_element_size(d), 4100u);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::uint64_t address = 0;
+    std::uint64_t rkey = 1;
+    ASSERT_EQ(pinpool_descriptor_element(d, i, 0, &address, &rkey), 0);
+    ASSERT_EQ(address, reinterpret_cast<std::uintptr_t>(pinpool_array_element(array, first + i)))
+        << i;
+    pinpool_keys_t keys;
+    ASSERT_EQ(pinpool_array_keys(array, first + i, 0, &keys), 0);
+    ASSERT_EQ(rkey, keys.rkey) << i;
+  }
+  pinpool_descriptor_free(d);
+
+  // One byte short: nothing written, the length needed reported.
+  std::vector<unsigned char> small(needed - 1, 0xee);
+  EXPECT_EQ(pinpool_array_describe(array, &domain, 1, first, count, small.data(), small.size(),
+                                   &written, err, sizeof err),
+            -ENOSPC);
+  EXPECT_EQ(written, needed);
+  EXPECT_EQ(std::count(small.begin(), small.end(), 0xee), static_cast<long>(small.size()));
+  // The rest of the subrange by UINT64_MAX; then the refusals.
+  ASSERT_EQ(pinpool_array_describe(array, &domain, 1, 2000, UINT64_MAX, buf.data(), buf.size(),
+                                   &written, err, sizeof err),
+            0)
+      << err;
+  ASSERT_EQ(pinpool_descriptor_decode(buf.data(), written, &d, err, sizeof err), 0) << err;
+  EXPECT_EQ(pinpool_descriptor_size(d), 500u);
+  pinpool_descriptor_free(d);
+  const std::size_t missing_domain = 1;
+  EXPECT_EQ(pinpool_array_describe(array, &missing_domain, 1, 0, 1, buf.data(), buf.size(),
+                                   &written, err, sizeof err),
+            -EINVAL);
+  EXPECT_NE(std::string(err).find("domain"), std::string::npos) << err;
+  EXPECT_EQ(pinpool_array_describe(array, &domain, 0, 0, 1, buf.data(), buf.size(), &written, err,
+                                   sizeof err),
+            -EINVAL)
+      << "no domains";
+  EXPECT_EQ(pinpool_array_describe(array, &domain, 1, 2500, 1, buf.data(), buf.size(), &written,
+                                   err, sizeof err),
+            -EINVAL)
+      << "out of range";
+  EXPECT_EQ(pinpool_array_describe(array, &domain, 1, 10, 0, buf.data(), buf.size(), &written, err,
+                                   sizeof err),
+            -EINVAL)
+      << "empty";
+  EXPECT_EQ(pinpool_array_describe(nullptr, &domain, 1, 0, 1, buf.data(), buf.size(), &written, err,
+                                   sizeof err),
+            -EINVAL);
+  EXPECT_EQ(pinpool_array_describe(array, &domain, 1, 0, 1, buf.data(), buf.size(), nullptr, err,
+                                   sizeof err),
+            -EINVAL);
+  EXPECT_EQ(pinpool_array_describe(array, nullptr, 1, 0, 1, buf.data(), buf.size(), &written, err,
+                                   sizeof err),
+            -EINVAL);
+  EXPECT_EQ(pinpool_array_describe(array, &domain, 1, 0, 1, nullptr, 8, &written, err, sizeof err),
+            -EINVAL);
+  pinpool_array_free(pool_.get(), array);
 }
 
 TEST_F(CApiTest, ArraySpansChunksWithRunsElementsAndKeysThatAgree) {
