@@ -25,7 +25,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "pinpool/array.h"
 #include "pinpool/block.h"
 #include "pinpool/export.h"
 #include "pinpool/stats.h"
@@ -98,6 +100,17 @@ class PINPOOL_EXPORT GrantLock {
   Pool& pool_;
   internal::GrantRegistry& registry_;
 };
+
+// For a mechanism granting elements [first, first + count) of an array (count SIZE_MAX: to the
+// end) one grant per chunk run (Array::Slices): calls grant(slice) for each slice in order, its
+// grant being of array.Run(slice.run) at [slice.offset, slice.offset + slice.length); when one
+// fails, calls undo() (which revokes every grant made so far) and returns that failure's code,
+// with a message naming the run, its elements and how many were granted and revoked, prefixed
+// by `who`. kInvalidArgument, calling nothing, for an empty or out-of-range subrange.
+PINPOOL_EXPORT absl::Status GrantSlices(const Array& array, std::size_t first, std::size_t count,
+                                        std::string_view who,
+                                        absl::FunctionRef<absl::Status(const ArraySlice&)> grant,
+                                        absl::FunctionRef<void()> undo);
 
 }  // namespace pinpool
 

@@ -97,4 +97,27 @@ void GrantLock::AddHolder() { registry_.AddHolderLocked(); }
 
 void GrantLock::RemoveHolder() { registry_.RemoveHolderLocked(); }
 
+absl::Status GrantSlices(const Array& array, std::size_t first, std::size_t count,
+                         std::string_view who,
+                         absl::FunctionRef<absl::Status(const ArraySlice&)> grant,
+                         absl::FunctionRef<void()> undo) {
+  const std::vector<ArraySlice> slices = array.Slices(first, count);
+  if (slices.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: elements [%zu, +%zu) of an array of %zu",
+                                                      who, first, count, array.size()));
+  }
+  for (std::size_t i = 0; i < slices.size(); ++i) {
+    const ArraySlice& slice = slices[i];
+    if (absl::Status s = grant(slice); !s.ok()) {
+      undo();
+      return absl::Status(
+          s.code(),
+          absl::StrFormat("%s: run %zu of the array (elements [%zu, %zu)), after %zu "
+                          "runs granted and now revoked: %s",
+                          who, slice.run, slice.first, slice.first + slice.count, i, s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace pinpool

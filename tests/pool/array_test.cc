@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "pinpool/grant_lock.h"
 #include "pinpool/pool.h"
@@ -238,6 +240,59 @@ TEST(ArrayTest, SlicesCutASubrangeAtItsRunsAndAreEmptyOutOfRange) {
     EXPECT_TRUE(a->Slices(first, count).empty()) << first << " +" << count;
   }
   EXPECT_TRUE(Array().Slices(0).empty());
+  pool->Deallocate(std::move(*a));
+}
+
+// GrantSlices (pinpool/grant_lock.h), what both engines' GrantArray are made of: one grant call
+// per slice in order; a failure undoes what was made and keeps its code, naming the run; an
+// empty or out-of-range subrange calls nothing.
+TEST(ArrayGrantTest, GrantSlicesGrantsEachRunOnceAndUndoesAllOnAFailure) {
+  auto d = std::make_shared<CountingDomain>();
+  auto pool = Pool::Create(Options({d})).value();
+  auto a = pool->AllocateArray(1000, 12288, 4096);  // runs of 341, 341, 318
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::vector<ArraySlice> granted;
+  int undone = 0;
+  const auto record = [&](const ArraySlice& s) {
+    granted.push_back(s);
+    return absl::OkStatus();
+  };
+  const auto undo = [&] { ++undone; };
+  ASSERT_TRUE(GrantSlices(*a, 300, 400, "test", record, undo).ok());
+  const std::vector<ArraySlice> want = a->Slices(300, 400);
+  ASSERT_EQ(granted.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(granted[i].run, want[i].run);
+    EXPECT_EQ(granted[i].offset, want[i].offset);
+    EXPECT_EQ(granted[i].length, want[i].length);
+  }
+  EXPECT_EQ(undone, 0);
+
+  granted.clear();
+  const absl::Status failed = GrantSlices(
+      *a, 0, SIZE_MAX, "test",
+      [&](const ArraySlice& s) {
+        if (s.run == 1) return absl::ResourceExhaustedError("no more regions");
+        granted.push_back(s);
+        return absl::OkStatus();
+      },
+      undo);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(
+      std::string(failed.message()),
+      ::testing::AllOf(::testing::HasSubstr("test: run 1 of the array (elements [341, 682))"),
+                       ::testing::HasSubstr("after 1 runs granted and now revoked"),
+                       ::testing::HasSubstr("no more regions")));
+  EXPECT_EQ(granted.size(), 1u) << "run 2 never asked";
+  EXPECT_EQ(undone, 1);
+
+  granted.clear();
+  for (auto [first, count] : {std::pair<std::size_t, std::size_t>{1000, 1}, {10, 0}}) {
+    const absl::Status bad = GrantSlices(*a, first, count, "test", record, undo);
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << first;
+  }
+  EXPECT_TRUE(granted.empty());
+  EXPECT_EQ(undone, 1);
   pool->Deallocate(std::move(*a));
 }
 

@@ -234,27 +234,20 @@ absl::StatusOr<std::vector<FabricGrant>> FabricRemoteAccess::GrantArray(const Ar
                                                                         RemoteRights rights,
                                                                         std::size_t first,
                                                                         std::size_t count) {
-  const std::vector<ArraySlice> slices = array.Slices(first, count);
-  if (slices.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("FabricRemoteAccess::GrantArray: elements [%d, +%d) of an array of %d",
-                        first, count, array.size()));
-  }
   std::vector<FabricGrant> grants;
-  for (const ArraySlice& slice : slices) {
-    absl::StatusOr<FabricGrant> g =
-        impl_->Grant(array.Run(slice.run), slice.offset, slice.length, rights);
-    if (!g.ok()) {
-      for (const FabricGrant& made : grants) impl_->Revoke(made.id).IgnoreError();
-      return absl::Status(
-          g.status().code(),
-          absl::StrFormat("FabricRemoteAccess::GrantArray: run %d of the array (elements [%d, "
-                          "%d)), after %d runs granted and now revoked: %s",
-                          slice.run, slice.first, slice.first + slice.count, grants.size(),
-                          g.status().message()));
-    }
-    grants.push_back(*g);
-  }
+  absl::Status s = GrantSlices(
+      array, first, count, "FabricRemoteAccess::GrantArray",
+      [&](const ArraySlice& slice) -> absl::Status {
+        absl::StatusOr<FabricGrant> g =
+            impl_->Grant(array.Run(slice.run), slice.offset, slice.length, rights);
+        if (!g.ok()) return g.status();
+        grants.push_back(*g);
+        return absl::OkStatus();
+      },
+      [&] {
+        for (const FabricGrant& made : grants) impl_->Revoke(made.id).IgnoreError();
+      });
+  if (!s.ok()) return s;
   return grants;
 }
 

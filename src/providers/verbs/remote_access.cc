@@ -544,26 +544,20 @@ absl::StatusOr<std::vector<RemoteGrant>> VerbsRemoteAccess::GrantArray(const Arr
                                                                        RemoteRights rights,
                                                                        std::size_t first,
                                                                        std::size_t count) {
-  const std::vector<ArraySlice> slices = array.Slices(first, count);
-  if (slices.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("VerbsRemoteAccess::GrantArray: elements [%zu, +%zu) of an array of %zu",
-                        first, count, array.size()));
-  }
   std::vector<RemoteGrant> grants;
-  for (const ArraySlice& slice : slices) {
-    absl::StatusOr<RemoteGrant> g =
-        impl_->Grant(array.Run(slice.run), slice.offset, slice.length, rights);
-    if (!g.ok()) {
-      for (const RemoteGrant& made : grants) (void)impl_->Revoke(made.id);
-      return absl::Status(g.status().code(),
-                          absl::StrFormat("GrantArray: run %zu of the array (elements [%zu, %zu)), "
-                                          "after %zu runs granted and now revoked: %s",
-                                          slice.run, slice.first, slice.first + slice.count,
-                                          grants.size(), g.status().message()));
-    }
-    grants.push_back(*g);
-  }
+  absl::Status s = GrantSlices(
+      array, first, count, "VerbsRemoteAccess::GrantArray",
+      [&](const ArraySlice& slice) -> absl::Status {
+        absl::StatusOr<RemoteGrant> g =
+            impl_->Grant(array.Run(slice.run), slice.offset, slice.length, rights);
+        if (!g.ok()) return g.status();
+        grants.push_back(*g);
+        return absl::OkStatus();
+      },
+      [&] {
+        for (const RemoteGrant& made : grants) (void)impl_->Revoke(made.id);
+      });
+  if (!s.ok()) return s;
   return grants;
 }
 
