@@ -91,12 +91,15 @@ constexpr ClassInfo ComputeClassInfo(unsigned c) noexcept {
     info.objects = 1;
   }
   // A window of outstanding blocks makes each bin a random walk, and a batch fills a bin and
-  // empties it: bins as deep as 32 MiB of their class (at least 64 blocks, at most 512) keep both
-  // off the bottom and the top, and the thread's byte budget bounds the total.
-  info.bin_cap = static_cast<std::uint16_t>(Clamp((std::size_t{32} << 20) / size, 64, 512));
+  // empties it: bins as deep as 32 MiB of their class (at least 64 blocks, at most 2048: a burst
+  // of a few thousand small blocks stays in the bin) keep both off the bottom and the top, and
+  // the thread's byte budget bounds the total.
+  info.bin_cap = static_cast<std::uint16_t>(Clamp((std::size_t{32} << 20) / size, 64, 2048));
   info.batch = static_cast<std::uint16_t>(Clamp((std::size_t{1} << 20) / size, 2, 32));
+  // Deep enough for one thread freeing what another allocates to pass through it without
+  // spilling back into slabs (at most 4096 blocks, 16 MiB of the class).
   info.transfer_cap = static_cast<std::uint16_t>(
-      Clamp((std::size_t{16} << 20) / size, 2 * std::size_t{info.batch}, 1024));
+      Clamp((std::size_t{16} << 20) / size, 2 * std::size_t{info.batch}, 4096));
   info.magic = ~std::uint64_t{0} / size + 1;
   return info;
 }

@@ -77,10 +77,11 @@ TEST(SizeClassTest, CacheBoundsAreConsistent) {
   for (unsigned c = 0; c < kNumClasses; ++c) {
     const ClassInfo& k = Class(c);
     EXPECT_GE(k.bin_cap, 64u) << c;
-    EXPECT_LE(k.bin_cap, 512u) << c;
+    EXPECT_LE(k.bin_cap, 2048u) << c;
     EXPECT_GE(k.batch, 2u) << c;
     EXPECT_LE(k.batch, k.bin_cap / 2) << c;  // a refill never fills more than half a bin
     EXPECT_GE(k.transfer_cap, 2u * k.batch) << c;
+    EXPECT_LE(k.transfer_cap, 4096u) << c;
   }
 }
 
