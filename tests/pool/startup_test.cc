@@ -221,9 +221,10 @@ TEST(KeepingPace, TheKeeperGrowsAheadOfASteadyRate) {
   const std::uint64_t waits = (*pool)->GetStats().growth.growth_waits;
   take(25);
   const PoolStats s = (*pool)->GetStats();
-  // None, on a machine that schedules the keeper; at most two where a loaded machine (load 7 on
-  // two CPUs, seen) holds a build back. Without the grow-ahead, or with one worker, 20 and more.
-  EXPECT_LE(s.growth.growth_waits - waits, 2u);
+  // None, on a machine that schedules the keeper; a few where a loaded machine holds a build
+  // back (two at load 7 on two CPUs; three under TSan beside the other sanitized tests, seen).
+  // Without the grow-ahead, or with one worker, 20 and more.
+  EXPECT_LE(s.growth.growth_waits - waits, 4u);
   EXPECT_EQ(s.growth.allocation_growths, 0u);
   for (const Block& b : blocks) (*pool)->Deallocate(b);
 }
