@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "os/os.h"
+#include "pinpool/keys.h"
 #include "pinpool/options.h"
 #include "pinpool/pinpool_c.h"
 #include "pinpool/version.h"
@@ -404,6 +405,11 @@ TEST_F(CApiTest, ArrayDescribeWritesWhatTheDecoderReadsAndRefusesBadInput) {
                                    sizeof err),
             -EINVAL)
       << "no domains";
+  const std::vector<std::size_t> too_many(pinpool::kMaxDomains + 1, 0);
+  EXPECT_EQ(pinpool_array_describe(array, too_many.data(), too_many.size(), 0, 1, buf.data(),
+                                   buf.size(), &written, err, sizeof err),
+            -EINVAL)
+      << "more domains than a pool has room for";
   EXPECT_EQ(pinpool_array_describe(array, &domain, 1, 2500, 1, buf.data(), buf.size(), &written,
                                    err, sizeof err),
             -EINVAL)
