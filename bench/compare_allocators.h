@@ -23,7 +23,10 @@
 // inline (PINPOOL_BENCH_INLINE), so the shapes call each allocator as a program's own call site
 // does: left to itself, gcc kept pinpool's sized adapters out of line (two calls a pair, the Block
 // returned through memory; 14.4 ns a 64 B pair against 9.3 ns for the C API's two calls into the
-// library), a cost no program calling Pool::Allocate pays.
+// library), a cost no program calling Pool::Allocate pays. So are the accessors of each
+// allocator's pool or entry points (a function-static behind a guard): kept out of line in the
+// window shape, they cost pinpool two calls an operation that a program holding its pool in a
+// variable does not make.
 #ifndef PINPOOL_BENCH_COMPARE_ALLOCATORS_H_
 #define PINPOOL_BENCH_COMPARE_ALLOCATORS_H_
 
@@ -78,11 +81,11 @@ inline Loaded Load(const char* library, const char* malloc_name, const char* fre
   return l;
 }
 
-inline Loaded& Mimalloc() {
+PINPOOL_BENCH_INLINE inline Loaded& Mimalloc() {
   static Loaded l = Load("libmimalloc.so.2", "mi_malloc", "mi_free", "mi_free_size");
   return l;
 }
-inline Loaded& Tcmalloc() {
+PINPOOL_BENCH_INLINE inline Loaded& Tcmalloc() {
   static Loaded l = Load("libtcmalloc_minimal.so.4", "tc_malloc", "tc_free", "tc_free_sized");
   return l;
 }
@@ -100,13 +103,13 @@ inline PoolOptions ComparePoolOptions() {
   return o;
 }
 
-inline Pool& SizedPool() {
+PINPOOL_BENCH_INLINE inline Pool& SizedPool() {
   static Pool* pool = &LeakedPool(ComparePoolOptions());
   return *pool;
 }
 
 // The drop-in user's pool: made through the C API, as such a user makes it.
-inline pinpool_pool_t* AddressPool() {
+PINPOOL_BENCH_INLINE inline pinpool_pool_t* AddressPool() {
   static pinpool_pool_t* pool = [] {
     const PoolOptions cxx = ComparePoolOptions();
     pinpool_options_t o;
