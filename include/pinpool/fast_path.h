@@ -10,13 +10,12 @@
 // calls into the library, which decides and aborts on misuse naming the rule.
 //
 // ABI: what is here is compiled into programs, so its layout is part of libpinpool's ABI: the
-// per-thread slots, a cache's handshake words and bins, the class
+// per-thread slots, a cache's handshake words, byte room and bins, the class
 // table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
 // address in a free block's first word), the page map's entry encoding (internal::PageMap) and
 // the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
 // change to any of them renames it (v1 had per-chunk page map arrays and another class table;
-// v2 tested a chunk table for granted blocks instead of the page map entry's grant tag; v3 kept
-// a byte count of what a cache's bins hold, updated by every pop and push), so a
+// v2 tested a chunk table for granted blocks instead of the page map entry's grant tag), so a
 // program built against other headers fails to load (an undefined symbol: tls_slots or classes)
 // instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
@@ -38,29 +37,28 @@
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v4 {
+namespace pinpool::fast_v3 {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
 inline constexpr std::size_t kMaxFastSize = std::size_t{64} << 10;
 
-// A stack of free blocks: [bottom, top) held, top grows towards limit, which the library moves
-// (limit - bottom is the bin's capacity: the library keeps the capacities of a cache's bins
-// within its byte budget, so a push tests the limit and counts no bytes). 32 bytes, as a class
-// table row: one shift of the class index addresses both. Atomic words, relaxed (plain moves):
-// the owner writes them; other threads read them for stats.
+// A stack of free blocks: [bottom, top) held, top grows towards limit. 32 bytes, as a class
+// table row: one shift of the class index addresses both.
 struct Bin {
-  std::atomic<void**> top{nullptr};
-  std::atomic<void**> limit{nullptr};
-  std::atomic<void**> bottom{nullptr};
+  void** top = nullptr;
+  void** limit = nullptr;
+  void** bottom = nullptr;
   void* reserved = nullptr;
+  std::size_t count() const noexcept { return static_cast<std::size_t>(top - bottom); }
 };
 
 // The head of a thread's cache of one pool (the rest is the library's: internal::ThreadCache).
 struct CacheHead {
   std::atomic<std::uint32_t> busy{0};   // the owner is touching the bins
   std::atomic<std::uint32_t> drain{0};  // another thread wants them emptied
-  std::uint64_t reserved[3] = {};       // bins at 32 bytes: none straddles a 64-byte line
+  // Bytes the bins may still take: the thread's budget less what they hold.
+  std::atomic<std::intptr_t> room{0};
   Bin bins[kNumClasses];
 };
 
@@ -147,13 +145,18 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   const std::uintptr_t row = std::uintptr_t{Classes().small[(size + 15) >> 4]} << 5;
   Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) + row);
   if (!Enter(c)) return nullptr;
-  void** top = bin.top.load(std::memory_order_relaxed);
-  if (__builtin_expect(top == bin.bottom.load(std::memory_order_relaxed), 0)) {
+  void** top = bin.top;
+  if (__builtin_expect(top == bin.bottom, 0)) {
     Leave(c);
     return nullptr;
   }
-  bin.top.store(--top, std::memory_order_relaxed);
+  bin.top = --top;
   void* p = *top;
+  // The class's row is one after the bin's offset (row 0 is the page map's "no block here").
+  const auto& k = *reinterpret_cast<const ClassTable::Class*>(
+      reinterpret_cast<std::uintptr_t>(Classes().cls) + sizeof(ClassTable::Class) + row);
+  c->room.store(c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(k.size),
+                std::memory_order_relaxed);
   Leave(c);
   *static_cast<MarkWord*>(p) = 0;  // no longer free
   return p;
@@ -173,23 +176,7 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::ui
   // row 0, which fails the block start test, and so does an entry with the grant tag (bit 4: the
   // row's zero half). Bins are 32 bytes too, from class 0: the bin is one row before. No range
   // test, no test for 0, no test of the tag.
-  std::uintptr_t row = entry & kRowMask;
-  const bool small_sized = size - 1 < kMaxFastSize;
-  if (small_sized) {
-    // A sized free of a small block takes its row from the size, as the allocation does, and
-    // requires the entry's to be the same: the bin's address then does not wait for the page
-    // map's load, which depends on p, which came from the last pop of that bin (a chain through
-    // memory that made a pair take the latency of three dependent loads). The test compares
-    // through an asm so that the compiler, not knowing the rows equal past it, cannot use the
-    // entry's in place of the size's. A block filed under a larger class than its size's (an
-    // alignment above 16) goes to the library.
-    const std::uintptr_t sized_row =
-        (std::uintptr_t{Classes().small[(size + 15) >> 4]} << 5) + sizeof(ClassTable::Class);
-    std::uintptr_t differ = row ^ sized_row;
-    asm("" : "+r"(differ));
-    if (__builtin_expect(differ != 0, 0)) return false;
-    row = sized_row;
-  }
+  const std::uintptr_t row = entry & kRowMask;
   const auto& k = *reinterpret_cast<const ClassTable::Class*>(
       reinterpret_cast<std::uintptr_t>(Classes().cls) + row);
   // p's offset from its span's start, modulo the class size (the entry's top 16 bits: the
@@ -197,8 +184,7 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::ui
   const std::uintptr_t offset =
       (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
   if (__builtin_expect(!AtBlockStart(k, offset), 0)) return false;
-  // (A small size's class is the block's: it fits.)
-  if (__builtin_expect(!small_sized && size > k.size, 0)) return false;
+  if (__builtin_expect(size > k.size, 0)) return false;
   // Inlined into a caller that frees the address of a smaller object (a misuse this path sends
   // to the library), the compiler would warn about the 8-byte accesses below: after this it no
   // longer knows what p points to (no instruction).
@@ -208,18 +194,22 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::ui
   CacheHead* c = t.cache[0];
   Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) - sizeof(Bin) + row);
   if (!Enter(c)) return false;
-  void** top = bin.top.load(std::memory_order_relaxed);
-  if (__builtin_expect(top == bin.limit.load(std::memory_order_relaxed), 0)) {
+  // The budget first: the subtraction's sign is the test.
+  const std::intptr_t room =
+      c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
+  void** top = bin.top;
+  if (__builtin_expect(room < 0 || top == bin.limit, 0)) {
     Leave(c);
     return false;
   }
   *static_cast<MarkWord*>(p) = mark;
   *top = p;
-  bin.top.store(top + 1, std::memory_order_relaxed);
+  bin.top = top + 1;
+  c->room.store(room, std::memory_order_relaxed);
   Leave(c);
   return true;
 }
 
-}  // namespace pinpool::fast_v4
+}  // namespace pinpool::fast_v3
 
 #endif  // PINPOOL_FAST_PATH_H_

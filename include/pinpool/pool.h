@@ -118,8 +118,8 @@ class PINPOOL_EXPORT Pool {
   }
   // The same with alignof(std::max_align_t) (16).
   PINPOOL_FAST_INLINE Block Allocate(std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v4::kMaxFastSize, 1)) {
-      if (void* p = fast_v4::TryPop(heap_id_, size)) return Block(p, size, BlockChunk(p));
+    if (__builtin_expect(size - 1 < fast_v3::kMaxFastSize, 1)) {
+      if (void* p = fast_v3::TryPop(heap_id_, size)) return Block(p, size, BlockChunk(p));
     }
     return AllocateSlow(size, 16);
   }
@@ -131,8 +131,8 @@ class PINPOOL_EXPORT Pool {
   // switches classes finds its cache of the class in a short per-thread list (a call).
   // `cls` must come from this pool's ClassOf (else this aborts naming it).
   PINPOOL_FAST_INLINE Block Allocate(ClassId cls, std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v4::kMaxFastSize && cls.index < class_count_, 1)) {
-      if (void* p = fast_v4::TryPop(class_heap_ids_[cls.index], size)) {
+    if (__builtin_expect(size - 1 < fast_v3::kMaxFastSize && cls.index < class_count_, 1)) {
+      if (void* p = fast_v3::TryPop(class_heap_ids_[cls.index], size)) {
         return Block(p, size, BlockChunk(p));
       }
     }
@@ -376,9 +376,9 @@ class PINPOOL_EXPORT Pool {
   PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
     const std::uintptr_t units = std::rotr(reinterpret_cast<std::uintptr_t>(data) - range_base_, 4);
     if (__builtin_expect(units >= range_units_, 0)) return false;
-    return fast_v4::TryPush(
+    return fast_v3::TryPush(
         heap_id_, secret_,
-        page_map_[units >> (fast_v4::kPageShift - 4)].load(std::memory_order_relaxed), data, size);
+        page_map_[units >> (fast_v3::kPageShift - 4)].load(std::memory_order_relaxed), data, size);
   }
   // GiveBack of chunk `index` (pool/take_back.cc), and the background work's lease check.
   PINPOOL_NO_EXPORT absl::Status GiveBackChunk(std::uint32_t index, const char* reason,
@@ -412,7 +412,7 @@ class PINPOOL_EXPORT Pool {
   unsigned chunk_shift_ = 0;
   const std::atomic<std::uintptr_t>* chunk_table_ = nullptr;
   const ChunkInfo* const* chunk_records_ = nullptr;
-  const fast_v4::PageEntry* page_map_ = nullptr;  // the default heap's, by page of the range
+  const fast_v3::PageEntry* page_map_ = nullptr;  // the default heap's, by page of the range
   std::uint64_t alive_ = kAlive;
   PoolOptions options_;  // as created with, the default domain filled in
   // Seconds from Create's start to its first chunk and to all of initial_size; -1 when it mapped

@@ -1,9 +1,7 @@
-// ThreadCache (src/heap/thread_cache.h): a bin never holds more than its capacity, nor its
-// capacity more than the class's count bound, and the capacities never add up to more than the
-// byte budget once a push returns; capacity is given on demand, from the spare capacity of other
-// bins before any block is flushed; a full bin gives its oldest half to the central layer and
-// keeps the newest; an empty bin refills a batch; FlushAll empties everything and accounts every
-// byte.
+// ThreadCache (src/heap/thread_cache.h): a bin never holds more than its class's count bound and
+// the cache never more than its byte budget once a push returns; a full bin gives its oldest
+// half to the central layer and keeps the newest; an empty bin refills a batch; FlushAll empties
+// everything and accounts every byte.
 #include "heap/thread_cache.h"
 
 #include <gtest/gtest.h>
@@ -46,19 +44,16 @@ TEST(ThreadCacheTest, AFullBinGivesItsOldestHalfBackAndKeepsTheNewest) {
   const unsigned c = SizeClass(64);
   const std::size_t cap = Class(c).bin_cap;
   std::vector<void*> blocks = f.Get(c, cap + 1);
-  EXPECT_EQ(f.cache.capacity(c), 0u) << "no capacity before the first push";
   for (std::size_t i = 0; i < cap; ++i) ASSERT_TRUE(f.cache.Push(f.central, c, blocks[i]));
-  ASSERT_EQ(f.cache.count(c), cap);
-  ASSERT_EQ(f.cache.capacity(c), cap);
-  ASSERT_EQ(f.central.GetCounts().transfer_bytes, 0u) << "capacity grew: nothing was flushed";
-  ASSERT_EQ(f.cache.bins[c].top.load(), f.cache.bins[c].limit.load())
-      << "full: the fast path goes slow";
+  ASSERT_EQ(f.cache.bins[c].count(), cap);
+  ASSERT_EQ(f.cache.bins[c].top, f.cache.bins[c].limit) << "full: the fast path goes slow";
   ASSERT_TRUE(f.cache.Push(f.central, c, blocks[cap]));
-  EXPECT_EQ(f.cache.count(c), cap - (cap + 1) / 2 + 1);
-  EXPECT_EQ(f.cache.bins[c].bottom.load()[0], blocks[(cap + 1) / 2]) << "the oldest half went";
-  EXPECT_EQ(f.cache.bins[c].top.load()[-1], blocks[cap]) << "the newest is on top";
+  const ThreadCache::Bin& bin = f.cache.bins[c];
+  EXPECT_EQ(bin.count(), cap - (cap + 1) / 2 + 1);
+  EXPECT_EQ(bin.bottom[0], blocks[(cap + 1) / 2]) << "the oldest half went";
+  EXPECT_EQ(bin.top[-1], blocks[cap]) << "the newest is on top";
   EXPECT_EQ(f.central.GetCounts().transfer_bytes, (cap + 1) / 2 * ClassSize(c));
-  EXPECT_EQ(f.cache.held_bytes(), f.cache.count(c) * ClassSize(c));
+  EXPECT_EQ(f.cache.held_bytes(), bin.count() * ClassSize(c));
 }
 
 TEST(ThreadCacheTest, TheByteBudgetHoldsAfterEveryPush) {
@@ -71,20 +66,17 @@ TEST(ThreadCacheTest, TheByteBudgetHoldsAfterEveryPush) {
     void* p;
     ASSERT_EQ(f.central.Take(c, &p, 1, true), 1u);
     ASSERT_TRUE(f.cache.Push(f.central, c, p));
-    ASSERT_LE(f.cache.committed_bytes(), budget) << "push " << i;
-    std::size_t committed = 0;
+    ASSERT_LE(f.cache.held_bytes(), budget) << "push " << i;
     for (unsigned k = 0; k < kNumClasses; ++k) {
-      ASSERT_LE(f.cache.count(k), f.cache.capacity(k));
-      ASSERT_LE(f.cache.capacity(k), Class(k).bin_cap);
-      committed += f.cache.capacity(k) * ClassSize(k);
+      ASSERT_LE(f.cache.bins[k].count(), Class(k).bin_cap);
     }
-    ASSERT_EQ(committed, f.cache.committed_bytes()) << "push " << i;
   }
   EXPECT_GT(f.cache.held_bytes(), 0u);
   const std::size_t held = f.cache.held_bytes();
   EXPECT_EQ(f.cache.FlushAll(f.central), held);
   EXPECT_EQ(f.cache.held_bytes(), 0u);
-  for (unsigned k = 0; k < kNumClasses; ++k) EXPECT_EQ(f.cache.count(k), 0u);
+  EXPECT_EQ(f.cache.room.load(), static_cast<std::intptr_t>(budget));
+  for (const ThreadCache::Bin& b : f.cache.bins) EXPECT_EQ(b.count(), 0u);
   EXPECT_EQ(f.central.GetCounts().out_bytes, 0u) << "every block is back in the central layer";
 }
 
@@ -96,7 +88,7 @@ TEST(ThreadCacheTest, ClassesTheThreadStoppedUsingGiveWayToTheOnesItUses) {
   Fixture f(2 << 20);
   const unsigned small = SizeClass(4096), big = SizeClass(1 << 20);
   for (void* p : f.Get(small, 256)) ASSERT_TRUE(f.cache.Push(f.central, small, p));
-  ASSERT_EQ(f.cache.count(small), 256u);
+  ASSERT_EQ(f.cache.bins[small].count(), 256u);
   auto pair = [&] {
     void* p = f.cache.Refill(f.central, big, true);
     ASSERT_NE(p, nullptr);
@@ -104,7 +96,7 @@ TEST(ThreadCacheTest, ClassesTheThreadStoppedUsingGiveWayToTheOnesItUses) {
     ASSERT_LE(f.cache.held_bytes(), std::size_t{2} << 20);
   };
   for (int i = 0; i < 5; ++i) pair();
-  EXPECT_LT(f.cache.count(small), 256u);
+  EXPECT_LT(f.cache.bins[small].count(), 256u);
   const CentralCache::Counts before = f.central.GetCounts();
   for (int i = 0; i < 20; ++i) pair();
   const CentralCache::Counts after = f.central.GetCounts();
@@ -118,26 +110,8 @@ TEST(ThreadCacheTest, ABlockLargerThanTheBudgetPassesThrough) {
   const unsigned c = SizeClass(3 << 20);
   void* p = f.Get(c, 1)[0];
   ASSERT_TRUE(f.cache.Push(f.central, c, p));
-  EXPECT_EQ(f.cache.count(c), 0u);
+  EXPECT_EQ(f.cache.bins[c].count(), 0u);
   EXPECT_EQ(f.cache.held_bytes(), 0u);
-  EXPECT_EQ(f.central.GetCounts().out_bytes, 0u) << "the block went to the central layer";
-}
-
-TEST(ThreadCacheTest, SpareCapacityGoesWhereItIsNeededBeforeAnyBlockIsFlushed) {
-  // 1 MiB of 4 KiB blocks pushed and handed out again: the 4 KiB bin is empty but keeps its
-  // capacity (1 MiB of the 2 MiB budget). Two 1 MiB blocks then need the whole budget: the
-  // spare capacity moves to their bin and nothing goes to the central layer.
-  Fixture f(2 << 20);
-  const unsigned small = SizeClass(4096), big = SizeClass(1 << 20);
-  for (void* p : f.Get(small, 256)) ASSERT_TRUE(f.cache.Push(f.central, small, p));
-  for (int i = 0; i < 256; ++i) ASSERT_NE(f.cache.Refill(f.central, small, false), nullptr);
-  ASSERT_EQ(f.cache.count(small), 0u);
-  ASSERT_EQ(f.cache.capacity(small), 256u);
-  for (void* p : f.Get(big, 2)) ASSERT_TRUE(f.cache.Push(f.central, big, p));
-  EXPECT_EQ(f.cache.count(big), 2u);
-  EXPECT_EQ(f.cache.capacity(small), 0u);
-  EXPECT_EQ(f.cache.committed_bytes(), std::size_t{2} << 20);
-  EXPECT_EQ(f.central.GetCounts().transfer_bytes, 0u) << "a block was flushed";
 }
 
 TEST(ThreadCacheTest, AnEmptyBinRefillsABatchAndHandsOutOne) {
@@ -145,15 +119,15 @@ TEST(ThreadCacheTest, AnEmptyBinRefillsABatchAndHandsOutOne) {
   const unsigned c = SizeClass(1000);
   void* p = f.cache.Refill(f.central, c, true);
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(f.cache.count(c), Class(c).batch - 1u);
+  EXPECT_EQ(f.cache.bins[c].count(), Class(c).batch - 1u);
   EXPECT_EQ(f.cache.held_bytes(), (Class(c).batch - 1u) * ClassSize(c));
   // Refilled blocks are free (marked); the one handed out is the caller's to clear.
-  for (void** b = f.cache.bins[c].bottom.load(); b != f.cache.bins[c].top.load(); ++b) {
+  for (void** b = f.cache.bins[c].bottom; b != f.cache.bins[c].top; ++b) {
     EXPECT_EQ(FirstWord(*b), FreeMark(kSecret, *b));
   }
   // A bin that is not empty hands out its top without the central layer.
   const std::size_t out = f.central.GetCounts().out_bytes;
-  void* top = f.cache.bins[c].top.load()[-1];
+  void* top = f.cache.bins[c].top[-1];
   EXPECT_EQ(f.cache.Refill(f.central, c, true), top);
   EXPECT_EQ(f.central.GetCounts().out_bytes, out);
   // No memory and no growth: nothing.
