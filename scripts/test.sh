@@ -5,7 +5,7 @@
 # Then the sanitizer suites (CMakePresets.json; docs/robustness.md): the unit and stress tests
 # under ASan+UBSan and under TSan, and the libFuzzer target for a bounded time. Each builds the
 # library and tests only. PINPOOL_SANITIZERS=0 skips them; PINPOOL_FUZZ_SECONDS sets the fuzzing
-# time (default 60). Arguments go to the main ctest run.
+# time (default 30 here; 60 for a plain `cmake --preset fuzz`). Arguments go to the main ctest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PINPOOL_BUILD_DIR:-$root/build}
@@ -26,7 +26,7 @@ if [ "${PINPOOL_SANITIZERS:-1}" != 0 ]; then
     start=$(date +%s)
     echo "pinpool: === $preset: configure, build, test ===" >&2
     extra=()
-    [ "$preset" = fuzz ] && extra=(-DPINPOOL_FUZZ_SECONDS="${PINPOOL_FUZZ_SECONDS:-60}")
+    [ "$preset" = fuzz ] && extra=(-DPINPOOL_FUZZ_SECONDS="${PINPOOL_FUZZ_SECONDS:-30}")
     if cmake --preset "$preset" "${extra[@]}" >/dev/null &&
        cmake --build --preset "$preset" --parallel "$(nproc)" &&
        ctest --preset "$preset" --timeout 900 -j "$(nproc)"; then
