@@ -163,14 +163,23 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
 }
 
 // A free onto this thread's cache of heap `id`: true when done, false when the library must look
-// (then nothing was changed). `entry` is the page map's entry for p's page (p is 16-byte aligned
+// (then nothing was changed). `slot` is the page map's entry for p's page (p is 16-byte aligned
 // and in the pool's range). Checks, from the entry, that no grant may reach a block starting on
 // the page and that p is exactly a block's start (so the class is the block's own, whatever size
 // the caller names) and that `size` (0: unknown) fits it; then the free mark.
-PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::uint32_t entry,
+// The entry is read inside the drain handshake (after Enter): a chunk the heap forgets
+// (Heap::ForgetChunk, when its memory is given back) has its entries cleared while every cache's
+// drain is held, so a free that passes Enter reads the cleared entry and goes to the library,
+// and one that read the entry earlier is waited for by the drainer before anything is forgotten.
+// Read before Enter, a free could check an entry, stall, and push a block of a chunk forgotten
+// meanwhile.
+PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
                                  void* p, std::size_t size) noexcept {
   Slots& t = tls_slots;
   if (__builtin_expect(t.heap_id[0] != id, 0)) return false;
+  CacheHead* c = t.cache[0];
+  if (!Enter(c)) return false;
+  const std::uint32_t entry = slot.load(std::memory_order_relaxed);
   // The entry's bits 5..11 are the class + 1 (only the library writes entries), so entry & 0xfe0
   // is the byte offset of the class's row; an entry of 0 (no block starts on this page) selects
   // row 0, which fails the block start test, and so does an entry with the grant tag (bit 4: the
@@ -183,22 +192,19 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, std::ui
   // page's offset from the span's start modulo the class size).
   const std::uintptr_t offset =
       (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
-  if (__builtin_expect(!AtBlockStart(k, offset), 0)) return false;
-  if (__builtin_expect(size > k.size, 0)) return false;
   // Inlined into a caller that frees the address of a smaller object (a misuse this path sends
   // to the library), the compiler would warn about the 8-byte accesses below: after this it no
   // longer knows what p points to (no instruction).
   asm("" : "+r"(p));
   const std::uint64_t mark = FreeMark(secret, p);
-  if (__builtin_expect(*static_cast<MarkWord*>(p) == mark, 0)) return false;
-  CacheHead* c = t.cache[0];
   Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) - sizeof(Bin) + row);
-  if (!Enter(c)) return false;
-  // The budget first: the subtraction's sign is the test.
+  // The budget too: the subtraction's sign is the test.
   const std::intptr_t room =
       c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
   void** top = bin.top;
-  if (__builtin_expect(room < 0 || top == bin.limit, 0)) {
+  if (__builtin_expect(!AtBlockStart(k, offset) || size > k.size ||
+                           *static_cast<MarkWord*>(p) == mark || room < 0 || top == bin.limit,
+                       0)) {
     Leave(c);
     return false;
   }

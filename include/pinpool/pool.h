@@ -376,9 +376,8 @@ class PINPOOL_EXPORT Pool {
   PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
     const std::uintptr_t units = std::rotr(reinterpret_cast<std::uintptr_t>(data) - range_base_, 4);
     if (__builtin_expect(units >= range_units_, 0)) return false;
-    return fast_v3::TryPush(
-        heap_id_, secret_,
-        page_map_[units >> (fast_v3::kPageShift - 4)].load(std::memory_order_relaxed), data, size);
+    return fast_v3::TryPush(heap_id_, secret_, page_map_[units >> (fast_v3::kPageShift - 4)], data,
+                            size);
   }
   // GiveBack of chunk `index` (pool/take_back.cc), and the background work's lease check.
   PINPOOL_NO_EXPORT absl::Status GiveBackChunk(std::uint32_t index, const char* reason,

@@ -393,12 +393,24 @@ void Heap::FreeBlock(void* p, unsigned c) noexcept {
     MutexLock lock(&mu_);
     live_.erase(reinterpret_cast<std::uintptr_t>(p));
   }
-  SetFirstWord(p, FreeMark(secret_, p));
   if (ThreadCache* tc = Cache()) {
     Acquire(tc);
+    // Checked again inside the handshake: a chunk forgotten since the caller checked the block
+    // (ForgetChunk, its memory being given back, holds every cache's drain while it clears the
+    // chunk's entries) must not reach this cache, and its memory is not written. Before Acquire
+    // the forget could not have started (it waits for this cache), so the chunk is still mapped.
+    unsigned cls = 0;
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    if (!PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, &cls) || cls != c) {
+      Leave(tc);
+      return;
+    }
+    SetFirstWord(p, FreeMark(secret_, p));
     const bool cached = tc->Push(central_, c, p);
     Leave(tc);
     if (cached) return;
+  } else {
+    SetFirstWord(p, FreeMark(secret_, p));
   }
   central_.Put(c, &p, 1);
 }

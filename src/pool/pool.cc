@@ -326,8 +326,7 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
     // not hold it; the same checked push onto this thread's cache of the class's heap.
     const std::uintptr_t page =
         (reinterpret_cast<std::uintptr_t>(data) - range_base_) >> fast_v3::kPageShift;
-    if (fast_v3::TryPush(heap.id(), heap.secret(),
-                         heap.page_map()[page].load(std::memory_order_relaxed), data, size)) {
+    if (fast_v3::TryPush(heap.id(), heap.secret(), heap.page_map()[page], data, size)) {
       return;
     }
   }
