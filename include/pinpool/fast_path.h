@@ -192,19 +192,25 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const P
   // page's offset from the span's start modulo the class size).
   const std::uintptr_t offset =
       (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
+  if (__builtin_expect(!AtBlockStart(k, offset) || size > k.size, 0)) {
+    Leave(c);
+    return false;
+  }
   // Inlined into a caller that frees the address of a smaller object (a misuse this path sends
   // to the library), the compiler would warn about the 8-byte accesses below: after this it no
   // longer knows what p points to (no instruction).
   asm("" : "+r"(p));
   const std::uint64_t mark = FreeMark(secret, p);
+  if (__builtin_expect(*static_cast<MarkWord*>(p) == mark, 0)) {
+    Leave(c);
+    return false;
+  }
   Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) - sizeof(Bin) + row);
-  // The budget too: the subtraction's sign is the test.
+  // The budget first: the subtraction's sign is the test.
   const std::intptr_t room =
       c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
   void** top = bin.top;
-  if (__builtin_expect(!AtBlockStart(k, offset) || size > k.size ||
-                           *static_cast<MarkWord*>(p) == mark || room < 0 || top == bin.limit,
-                       0)) {
+  if (__builtin_expect(room < 0 || top == bin.limit, 0)) {
     Leave(c);
     return false;
   }
