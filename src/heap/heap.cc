@@ -325,7 +325,7 @@ Heap::BlockState Heap::Inspect(const void* p) const noexcept {
   // A free block carries its mark whether it is cached, in a slab or back in the page heap.
   if (FirstWord(p) == FreeMark(secret_, p)) return BlockState::kFree;
   unsigned cls = 0;
-  if (!PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, &cls)) {
+  if (!BlockStartAt(p, &cls)) {
     return BlockState::kNotABlock;
   }
   if (debug_) {
@@ -400,8 +400,7 @@ void Heap::FreeBlock(void* p, unsigned c) noexcept {
     // chunk's entries) must not reach this cache, and its memory is not written. Before Acquire
     // the forget could not have started (it waits for this cache), so the chunk is still mapped.
     unsigned cls = 0;
-    const auto addr = reinterpret_cast<std::uintptr_t>(p);
-    if (!PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, &cls) || cls != c) {
+    if (!BlockStartAt(p, &cls) || cls != c) {
       Leave(tc);
       return;
     }
@@ -423,8 +422,8 @@ void* Heap::Reallocate(void* p, std::size_t size) noexcept {
   // Never below 16 bytes: every block holds the 8-byte free mark.
   size = std::max(size, kMinBlock);
   unsigned cls = 0;
+  BlockStartAt(p, &cls);
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
-  PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, &cls);
   // In place only when the block's own class is the class of the new size: a block is always
   // filed under the class of its real extent. A large block shrunk "in place" and then freed into
   // a small class's bin would never be reused (tests/heap/reallocate_test.cc).
@@ -444,8 +443,7 @@ void* Heap::Reallocate(void* p, std::size_t size) noexcept {
 
 std::size_t Heap::UsableSize(const void* p) const noexcept {
   unsigned cls = 0;
-  const auto addr = reinterpret_cast<std::uintptr_t>(p);
-  PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, &cls);
+  BlockStartAt(p, &cls);
   return ClassSize(cls);
 }
 

@@ -226,6 +226,12 @@ class Heap {
   // stacks, then with growth, then after draining every cache.
   template <typename F>
   void* WithReclaim(F attempt) noexcept;
+  // True when p starts a block according to its page map entry (PageMap::IsBlockStart), which
+  // sets *cls to the entry's class when the entry names one (else leaves it).
+  bool BlockStartAt(const void* p, unsigned* cls) const noexcept {
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    return PageMap::IsBlockStart(pages_.page_map().EntryAt(addr), addr, cls);
+  }
   // CheckBlock, returning the block's class.
   unsigned CheckedClass(const void* p, std::size_t size, const char* what) const noexcept;
   // A block handed out: no longer free.
