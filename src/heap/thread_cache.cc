@@ -67,14 +67,17 @@ void ThreadCache::Scavenge(CentralCache& central) noexcept {
 
 bool ThreadCache::Push(CentralCache& central, unsigned c, void* p) noexcept {
   if (!MakeStorage(c)) return false;
+  const auto size = static_cast<std::intptr_t>(ClassSize(c));
+  // Over budget with this block: every bin gives back its older half first (then the cache
+  // holds at most half its budget). Halving every bin, not only the one that grew, drains the
+  // classes the thread stopped using. Made room first, never pushed and then drained: `room` is
+  // read by stats at any time and is never stored below zero.
+  if (room.load(std::memory_order_relaxed) < size) Scavenge(central);
+  if (room.load(std::memory_order_relaxed) < size) return false;  // larger than the budget
   Bin& bin = bins[c];
   if (bin.top == bin.limit) FlushOldest(central, c, (Class(c).bin_cap + 1) / 2);
   *bin.top++ = p;
-  AddRoom(-static_cast<std::intptr_t>(ClassSize(c)));
-  // Over budget: every bin gives back its older half (then the cache holds at most half its
-  // budget, or one block larger than the budget gets through). Halving every bin, not only the
-  // one that grew, drains the classes the thread stopped using.
-  if (room.load(std::memory_order_relaxed) < 0) Scavenge(central);
+  AddRoom(-size);
   return true;
 }
 

@@ -62,9 +62,10 @@ struct ThreadCache : fast_v3::CacheHead {
   // An empty bin refilled from the central layer; returns one block (taken out of the bin), or
   // null when the central layer had none (and could not grow, or `grow` is false).
   void* Refill(CentralCache& central, unsigned c, bool grow) noexcept;
-  // Pushes a block when the fast path could not: makes storage, flushes half of a full bin, and
-  // halves every bin when over budget. False only when the bin's storage cannot be made (then
-  // the caller returns the block to the central layer itself).
+  // Pushes a block when the fast path could not: makes storage, halves every bin when the block
+  // would take the cache over budget, and flushes half of a full bin. False when the bin's
+  // storage cannot be made or the block is larger than the whole budget (then the caller returns
+  // the block to the central layer itself). `room` never goes below zero, not even for a moment.
   bool Push(CentralCache& central, unsigned c, void* p) noexcept;
   // The `n` oldest blocks of bin c to the central layer.
   void FlushOldest(CentralCache& central, unsigned c, std::size_t n) noexcept;
