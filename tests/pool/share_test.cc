@@ -671,6 +671,22 @@ TEST_P(ShareTest, AHandedOverBlockIsLostWithItsChunkWhenTheChunkIsGivenBack) {
   EXPECT_EQ((*b)->GetStats().lost_block_frees, 1u);
 }
 
+// True when /proc/locks lists a lease of this process on `path`'s inode.
+bool LeaseListed(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  const std::string pid = " " + std::to_string(::getpid()) + " ";
+  const std::string inode = ":" + std::to_string(st.st_ino) + " ";
+  std::ifstream locks("/proc/locks");
+  for (std::string line; std::getline(locks, line);) {
+    if (line.find("LEASE") != std::string::npos && line.find(pid) != std::string::npos &&
+        line.find(inode) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 TEST(ShareLease, TheSuccessorLeasesTheFilesOnceThePredecessorIsGone) {
   ShmDir dir;
   const PoolOptions o = Options(BackingKind::kFiles, dir.path);
@@ -681,7 +697,12 @@ TEST(ShareLease, TheSuccessorLeasesTheFilesOnceThePredecessorIsGone) {
   absl::StatusOr<Block> block = (*b)->Claim(h.live[0]);
   ASSERT_TRUE(block.ok());
   const std::string file = (*b)->GetStats().chunks.at(0).backing.substr(5);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a few lease passes
+  // The lease passes (every 10 ms) take it; a fixed 100 ms was not always enough under ASan.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!LeaseListed(file) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(LeaseListed(file)) << "the successor never leased " << file;
   // Another process truncates the adopted chunk's file: it waits until the chunk is given back.
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
