@@ -19,6 +19,7 @@
 
 #include "pinpool/pool.h"
 #include "support/counting_domain.h"
+#include "support/wait_until.h"
 
 namespace pinpool {
 namespace {
@@ -204,11 +205,8 @@ TEST(Watermark, ThePoolsThreadKeepsAllocationsFromGrowingThePool) {
     for (const Block& b : blocks) pool->Deallocate(b);
     // The keeper may still be adding the chunk it started before the frees (registered, not yet
     // in the stats): compare once nothing is in flight.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (pool->GetStats().growth.chunks_growing != 0 &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    testing::WaitUntil([&] { return pool->GetStats().growth.chunks_growing == 0; },
+                       std::chrono::seconds(10));
     ExpectWhole(*pool, *d);
   }
 }

@@ -33,6 +33,7 @@
 #include "support/proc_status.h"
 #include "support/sanitizers.h"
 #include "support/socket_pair.h"
+#include "support/wait_until.h"
 
 namespace pinpool {
 namespace {
@@ -173,11 +174,8 @@ TEST_P(ShareTest, AClientKilledMidRunLeavesThePoolItsGrantsAndOtherBlocksIntact)
   ASSERT_TRUE((*pool)->Share(s.a.get()).ok());
   EXPECT_EQ((*pool)->GetStats().sharing.attached_processes, 1u);
   // Wait until the client is writing, then kill it mid-write.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (static_cast<std::byte*>(theirs.data())[1] == std::byte{0} &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  testing::WaitUntil([&] { return static_cast<std::byte*>(theirs.data())[1] != std::byte{0}; },
+                     std::chrono::seconds(10));
   EXPECT_NE(static_cast<std::byte*>(theirs.data())[1], std::byte{0}) << "the client never wrote";
   ASSERT_EQ(::kill(child, SIGKILL), 0);
   int status = 0;
@@ -698,11 +696,8 @@ TEST(ShareLease, TheSuccessorLeasesTheFilesOnceThePredecessorIsGone) {
   ASSERT_TRUE(block.ok());
   const std::string file = (*b)->GetStats().chunks.at(0).backing.substr(5);
   // The lease passes (every 10 ms) take it; a fixed 100 ms was not always enough under ASan.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!LeaseListed(file) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_TRUE(LeaseListed(file)) << "the successor never leased " << file;
+  ASSERT_TRUE(testing::WaitUntil([&] { return LeaseListed(file); }, std::chrono::seconds(30)))
+      << "the successor never leased " << file;
   // Another process truncates the adopted chunk's file: it waits until the chunk is given back.
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
