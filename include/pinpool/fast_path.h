@@ -15,7 +15,8 @@
 // address in a free block's first word), the page map's entry encoding (internal::PageMap) and
 // the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
 // change to any of them renames it (v1 had per-chunk page map arrays and another class table;
-// v2 tested a chunk table for granted blocks instead of the page map entry's grant tag), so a
+// v2 tested a chunk table for granted blocks instead of the page map entry's grant tag; v3's
+// Pool kept the range's size in 16-byte units and the page map's own address), so a
 // program built against other headers fails to load (an undefined symbol: tls_slots or classes)
 // instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
@@ -37,7 +38,7 @@
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v3 {
+namespace pinpool::fast_v4 {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
@@ -222,6 +223,6 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const P
   return true;
 }
 
-}  // namespace pinpool::fast_v3
+}  // namespace pinpool::fast_v4
 
 #endif  // PINPOOL_FAST_PATH_H_

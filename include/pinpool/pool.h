@@ -31,7 +31,6 @@
 #define PINPOOL_POOL_H_
 
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -118,8 +117,8 @@ class PINPOOL_EXPORT Pool {
   }
   // The same with alignof(std::max_align_t) (16).
   PINPOOL_FAST_INLINE Block Allocate(std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v3::kMaxFastSize, 1)) {
-      if (void* p = fast_v3::TryPop(heap_id_, size)) return Block(p, size, BlockChunk(p));
+    if (__builtin_expect(size - 1 < fast_v4::kMaxFastSize, 1)) {
+      if (void* p = fast_v4::TryPop(heap_id_, size)) return Block(p, size, BlockChunk(p));
     }
     return AllocateSlow(size, 16);
   }
@@ -131,8 +130,8 @@ class PINPOOL_EXPORT Pool {
   // switches classes finds its cache of the class in a short per-thread list (a call).
   // `cls` must come from this pool's ClassOf (else this aborts naming it).
   PINPOOL_FAST_INLINE Block Allocate(ClassId cls, std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v3::kMaxFastSize && cls.index < class_count_, 1)) {
-      if (void* p = fast_v3::TryPop(class_heap_ids_[cls.index], size)) {
+    if (__builtin_expect(size - 1 < fast_v4::kMaxFastSize && cls.index < class_count_, 1)) {
+      if (void* p = fast_v4::TryPop(class_heap_ids_[cls.index], size)) {
         return Block(p, size, BlockChunk(p));
       }
     }
@@ -362,22 +361,28 @@ class PINPOOL_EXPORT Pool {
   // The same for p, a block this thread was just handed: a plain load from the arena's records
   // (written when the chunk was published, which the block's own path through the heap's locks
   // orders before this read), so a caller that drops the Block's chunk drops the load too.
+  // Indexed from p alone, as the free's page map entry (page_map_origin_): the range starts at a
+  // multiple of the chunk size.
   PINPOOL_FAST_INLINE const ChunkInfo* BlockChunk(const void* p) const noexcept {
-    return chunk_records_[(reinterpret_cast<std::uintptr_t>(p) - range_base_) >> chunk_shift_];
+    return *reinterpret_cast<const ChunkInfo* const*>(
+        chunk_records_origin_ +
+        (reinterpret_cast<std::uintptr_t>(p) >> chunk_shift_) * sizeof(const ChunkInfo*));
   }
-  // The checks of every free, sized or by address, then the push onto the thread's cache: p
-  // 16-byte aligned and in the pool's range (p - base rotated right by 4 bits is below
-  // range_units_ exactly then: one test for both); then, from p's page map entry (one flat array
-  // over the range: one load), no grant reaching a block that starts on the page (the entry's
-  // grant tag), p exactly a block's start of the default heap and `size` no larger than it
-  // (entries of pages in chunks the heap does not hold, unmapped ones included, are 0 and fail);
-  // not free already (the free mark). False when the library must look: it holds granted blocks
-  // and aborts on misuse naming the rule.
+  // The checks of every free, sized or by address, then the push onto the thread's cache: p in
+  // the pool's range; then, from p's page map entry (one flat array over the range: one load),
+  // no grant reaching a block that starts on the page (the entry's grant tag), p exactly a
+  // block's start of the default heap (which also makes it 16-byte aligned: every class's size
+  // and every span's start are multiples of 16) and `size` no larger than it (entries of pages in
+  // chunks the heap does not hold, unmapped ones included, are 0 and fail); not free already
+  // (the free mark). False when the library must look: it holds granted blocks and aborts on
+  // misuse naming the rule. The entry's address is taken from p alone (page_map_origin_), not
+  // from the range test's subtraction, so that it waits for one shift of p.
   PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
-    const std::uintptr_t units = std::rotr(reinterpret_cast<std::uintptr_t>(data) - range_base_, 4);
-    if (__builtin_expect(units >= range_units_, 0)) return false;
-    return fast_v3::TryPush(heap_id_, secret_, page_map_[units >> (fast_v3::kPageShift - 4)], data,
-                            size);
+    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(data);
+    if (__builtin_expect(a - range_base_ >= range_size_, 0)) return false;
+    const auto& entry = *reinterpret_cast<const fast_v4::PageEntry*>(
+        page_map_origin_ + (a >> fast_v4::kPageShift) * sizeof(fast_v4::PageEntry));
+    return fast_v4::TryPush(heap_id_, secret_, entry, data, size);
   }
   // GiveBack of chunk `index` (pool/take_back.cc), and the background work's lease check.
   PINPOOL_NO_EXPORT absl::Status GiveBackChunk(std::uint32_t index, const char* reason,
@@ -401,17 +406,22 @@ class PINPOOL_EXPORT Pool {
   std::unique_ptr<internal::BackgroundWork> background_;  // null when the options ask for none
   // Copies of the heap's id, free-mark secret and page map and of the arena's chunk map, so the
   // fast path reads one cache line of the Pool instead of chasing into the Heap and the Arena.
-  // The destructor sets heap_id_ to a dead id and range_units_ and max_block_ to 0, so that a
+  // The destructor sets heap_id_ to a dead id and range_size_ and max_block_ to 0, so that a
   // call through a dangling pointer takes the slow path, which checks alive_.
   std::uint64_t heap_id_ = 0;
   std::uint64_t secret_ = 0;
   std::uintptr_t range_base_ = 0;
-  std::size_t range_units_ = 0;  // the range's size / 16
+  std::size_t range_size_ = 0;  // bytes
   std::size_t max_block_ = 0;
   unsigned chunk_shift_ = 0;
   const std::atomic<std::uintptr_t>* chunk_table_ = nullptr;
-  const ChunkInfo* const* chunk_records_ = nullptr;
-  const fast_v3::PageEntry* page_map_ = nullptr;  // the default heap's, by page of the range
+  // The arena's chunk records, indexed by chunk number from address 0 (as page_map_origin_).
+  std::uintptr_t chunk_records_origin_ = 0;
+  // The default heap's page map, indexed by page number from address 0: the entry of the page at
+  // address a is at page_map_origin_ + (a >> kPageShift) * 4 (an integer: it lies outside the
+  // map). The free's entry address then waits for one shift of p, not a subtraction and a
+  // rotation too: p comes from memory, so its chain to the bin is the pair's latency.
+  std::uintptr_t page_map_origin_ = 0;
   std::uint64_t alive_ = kAlive;
   PoolOptions options_;  // as created with, the default domain filled in
   // Seconds from Create's start to its first chunk and to all of initial_size; -1 when it mapped

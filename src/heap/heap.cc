@@ -106,7 +106,7 @@ struct ThreadCacheOwner {
         if (it != r.heaps.end()) it->second->ReleaseCache(e.cache);
       }
     }
-    std::memset(&fast_v3::tls_slots, 0, sizeof fast_v3::tls_slots);
+    std::memset(&fast_v4::tls_slots, 0, sizeof fast_v4::tls_slots);
     tls_caches_gone = true;
   }
 };
@@ -155,7 +155,7 @@ Heap::~Heap() {
 }
 
 ThreadCache* Heap::CacheSlow() noexcept {
-  ThreadCacheSlots& t = fast_v3::tls_slots;
+  ThreadCacheSlots& t = fast_v4::tls_slots;
   constexpr int kSlots = ThreadCacheSlots::kSlots;
   int i = 1;
   while (i < kSlots && t.heap_id[i] != id_) ++i;
@@ -490,7 +490,7 @@ Heap::Counts Heap::GetCounts() const {
 
 }  // namespace pinpool::internal
 
-namespace pinpool::fast_v3 {
+namespace pinpool::fast_v4 {
 
 static_assert(kNumClasses == internal::kNumClasses && kPageShift == internal::kPageShift);
 // The tag lies below the entry's class bits (PageMap::Encode uses bits 5 and up).
@@ -517,4 +517,4 @@ constexpr ClassTable MakeClassTable() {
 constinit const ClassTable classes = MakeClassTable();
 constinit const ClassTable library_classes = MakeClassTable();
 
-}  // namespace pinpool::fast_v3
+}  // namespace pinpool::fast_v4

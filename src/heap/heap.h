@@ -59,9 +59,9 @@
 
 namespace pinpool::internal {
 
-// This thread's most recently used (heap, cache) pairs are fast_v3::tls_slots
+// This thread's most recently used (heap, cache) pairs are fast_v4::tls_slots
 // (pinpool/fast_path.h): the inline fast path reads slot 0 only.
-using ThreadCacheSlots = fast_v3::Slots;
+using ThreadCacheSlots = fast_v4::Slots;
 struct ThreadCacheOwner;
 // Set when this thread's cache owner has been destroyed (thread exit): frees and allocations
 // from destructors that run later (other thread_locals, statics) bypass the caches.
@@ -93,20 +93,20 @@ class Heap {
   Heap& operator=(const Heap&) = delete;
 
   // --- the fast paths are inline in the pool's callers (pinpool/fast_path.h) ------------------
-  static bool Enter(ThreadCache* c) noexcept { return fast_v3::Enter(c); }
-  static void Leave(ThreadCache* c) noexcept { fast_v3::Leave(c); }
+  static bool Enter(ThreadCache* c) noexcept { return fast_v4::Enter(c); }
+  static void Leave(ThreadCache* c) noexcept { fast_v4::Leave(c); }
   // The inline pop for any size up to the pool's max block (the inline path's table stops at
-  // fast_v3::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
+  // fast_v4::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
   static void* TryAllocateCached(std::uint64_t id, std::size_t size) noexcept {
-    ThreadCacheSlots& t = fast_v3::tls_slots;
+    ThreadCacheSlots& t = fast_v4::tls_slots;
     if (__builtin_expect(t.heap_id[0] != id, 0)) return nullptr;
-    fast_v3::CacheHead* c = t.cache[0];
+    fast_v4::CacheHead* c = t.cache[0];
     const unsigned cls = SizeClass(size);
-    fast_v3::Bin& bin = c->bins[cls];
-    if (!fast_v3::Enter(c)) return nullptr;
+    fast_v4::Bin& bin = c->bins[cls];
+    if (!fast_v4::Enter(c)) return nullptr;
     void** top = bin.top;
     if (__builtin_expect(top == bin.bottom, 0)) {
-      fast_v3::Leave(c);
+      fast_v4::Leave(c);
       return nullptr;
     }
     bin.top = --top;
@@ -114,7 +114,7 @@ class Heap {
     c->room.store(
         c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassSize(cls)),
         std::memory_order_relaxed);
-    fast_v3::Leave(c);
+    fast_v4::Leave(c);
     SetFirstWord(p, 0);  // no longer free
     return p;
   }
@@ -212,7 +212,7 @@ class Heap {
   // thread's caches are gone.
   ThreadCache* Cache() noexcept {
     if (debug_ || tls_caches_gone) return nullptr;
-    ThreadCacheSlots& t = fast_v3::tls_slots;
+    ThreadCacheSlots& t = fast_v4::tls_slots;
     if (__builtin_expect(t.heap_id[0] == id_, 1)) return static_cast<ThreadCache*>(t.cache[0]);
     return CacheSlow();
   }

@@ -115,12 +115,14 @@ Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Hea
       heap_id_(heap_->id()),
       secret_(heap_->secret()),
       range_base_(arena_->range_base()),
-      range_units_(arena_->range_size() >> 4),
+      range_size_(arena_->range_size()),
       max_block_(max_block_size()),
       chunk_shift_(arena_->chunk_shift()),
       chunk_table_(arena_->chunk_table()),
-      chunk_records_(arena_->chunk_records()),
-      page_map_(heap_->page_map()),
+      chunk_records_origin_(reinterpret_cast<std::uintptr_t>(arena_->chunk_records()) -
+                            (range_base_ >> chunk_shift_) * sizeof(const ChunkInfo*)),
+      page_map_origin_(reinterpret_cast<std::uintptr_t>(heap_->page_map()) -
+                       (range_base_ >> fast_v4::kPageShift) * sizeof(fast_v4::PageEntry)),
       metrics_(std::make_unique<internal::PoolMetrics>()),
       take_back_(std::make_unique<internal::TakeBack>()) {}
 
@@ -161,7 +163,7 @@ Pool::~Pool() {
     }
   }
   StoreForLater(class_count_, std::uint32_t{0});
-  StoreForLater(range_units_, std::size_t{0});
+  StoreForLater(range_size_, std::size_t{0});
   StoreForLater(max_block_, std::size_t{0});
   StoreForLater(alive_, kDestroyed);
   // The classes (declared last, so destroyed first) hold the ledger the default heap gives
@@ -200,7 +202,7 @@ __attribute__((noinline)) void* AllocateTimed(internal::Heap& heap,
 Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   // Blocks above the inline path's sizes come from the thread's cache too: one call, as before
   // the path was inlined, so large blocks pay nothing for it.
-  if (__builtin_expect(size - 1 < max_block_ && size > fast_v3::kMaxFastSize &&
+  if (__builtin_expect(size - 1 < max_block_ && size > fast_v4::kMaxFastSize &&
                            alignment - 1 < internal::kMinBlock &&
                            (alignment & (alignment - 1)) == 0,
                        1)) {
@@ -218,11 +220,11 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   // would double: one in kLargeSample of them per thread is timed (the thread's first included).
   constexpr unsigned kLargeSample = 32;
   static thread_local unsigned large_countdown __attribute__((tls_model("initial-exec"))) = 0;
-  if (size > fast_v3::kMaxFastSize && large_countdown-- != 0) {
+  if (size > fast_v4::kMaxFastSize && large_countdown-- != 0) {
     void* p = heap_->Allocate(size, alignment);
     return p == nullptr ? Block() : Block(p, size, ChunkAt(p));
   }
-  if (size > fast_v3::kMaxFastSize) large_countdown = kLargeSample - 1;
+  if (size > fast_v4::kMaxFastSize) large_countdown = kLargeSample - 1;
   void* p = AllocateTimed(*heap_, metrics_->allocate_slow, size, alignment);
   if (p == nullptr) return {};
   const ChunkInfo* chunk = arena_->ChunkOf(p);
@@ -325,8 +327,8 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
     // A named class's block: the inline path looked in the default heap's page map, which does
     // not hold it; the same checked push onto this thread's cache of the class's heap.
     const std::uintptr_t page =
-        (reinterpret_cast<std::uintptr_t>(data) - range_base_) >> fast_v3::kPageShift;
-    if (fast_v3::TryPush(heap.id(), heap.secret(), heap.page_map()[page], data, size)) {
+        (reinterpret_cast<std::uintptr_t>(data) - range_base_) >> fast_v4::kPageShift;
+    if (fast_v4::TryPush(heap.id(), heap.secret(), heap.page_map()[page], data, size)) {
       return;
     }
   }
@@ -390,7 +392,7 @@ Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
 
 std::optional<Location> Pool::Lookup(const void* address) const noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(address);
-  const ChunkInfo* chunk = (a - range_base_) >> 4 < range_units_ ? ChunkAt(address) : nullptr;
+  const ChunkInfo* chunk = a - range_base_ < range_size_ ? ChunkAt(address) : nullptr;
   if (chunk == nullptr) {
     CheckAlive("Lookup");
     return std::nullopt;
