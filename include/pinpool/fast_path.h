@@ -125,6 +125,16 @@ inline std::uint64_t FreeMark(std::uint64_t secret, const void* p) noexcept {
 }
 using MarkWord = std::uint64_t __attribute__((may_alias));
 
+// Inlined into a caller that frees the address of a smaller object (a misuse the push sends to
+// the library), the compiler would warn about TryPush's 8-byte accesses to p: after this it no
+// longer knows what p points to (no instruction). Done by the caller, before the push and the
+// library call that may follow it, so that both use one register (done inside the push, the
+// compiler kept p twice: one copy more).
+PINPOOL_FAST_INLINE void* Launder(void* p) noexcept {
+  asm("" : "+r"(p));
+  return p;
+}
+
 // Owner side of the drain handshake: false (and not busy) when a drain is pending.
 PINPOOL_FAST_INLINE bool Enter(CacheHead* c) noexcept {
   c->busy.store(1, std::memory_order_relaxed);
@@ -173,7 +183,7 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
 // drain is held, so a free that passes Enter reads the cleared entry and goes to the library,
 // and one that read the entry earlier is waited for by the drainer before anything is forgotten.
 // Read before Enter, a free could check an entry, stall, and push a block of a chunk forgotten
-// meanwhile.
+// meanwhile. Pool::Deallocate and the C API pass p through Launder first.
 PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
                                  void* p, std::size_t size) noexcept {
   Slots& t = tls_slots;
@@ -197,10 +207,6 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const P
     Leave(c);
     return false;
   }
-  // Inlined into a caller that frees the address of a smaller object (a misuse this path sends
-  // to the library), the compiler would warn about the 8-byte accesses below: after this it no
-  // longer knows what p points to (no instruction).
-  asm("" : "+r"(p));
   const std::uint64_t mark = FreeMark(secret, p);
   if (__builtin_expect(*static_cast<MarkWord*>(p) == mark, 0)) {
     Leave(c);

@@ -159,6 +159,7 @@ class PINPOOL_EXPORT Pool {
   // Frees by address and the size it was allocated (or last reallocated) with: as fast as
   // freeing the Block. Null is ignored; size 0 means unknown (as the next overload).
   PINPOOL_FAST_INLINE void Deallocate(void* data, std::size_t size) noexcept {
+    data = fast_v4::Launder(data);
     if (!TryFreeFast(data, size)) DeallocateSlow(data, size);
   }
   // Frees by address alone (C-style): as fast, and checked as closely, as the sized free (the

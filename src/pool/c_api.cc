@@ -153,6 +153,7 @@ struct CApi {
   }
   PINPOOL_FAST_INLINE static void Free(Pool* pool, void* p) noexcept {
     // Null fails the fast path's range check; the slow path ignores it.
+    p = fast_v4::Launder(p);
     if (!pool->TryFreeFast(p, 0)) pool->DeallocateSlow(p, 0);
   }
 };
