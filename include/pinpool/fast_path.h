@@ -183,7 +183,7 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
 // drain is held, so a free that passes Enter reads the cleared entry and goes to the library,
 // and one that read the entry earlier is waited for by the drainer before anything is forgotten.
 // Read before Enter, a free could check an entry, stall, and push a block of a chunk forgotten
-// meanwhile. Pool::Deallocate and the C API pass p through Launder first.
+// meanwhile. Pool::Deallocate passes p through Launder first.
 PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
                                  void* p, std::size_t size) noexcept {
   Slots& t = tls_slots;

@@ -333,7 +333,7 @@ class PINPOOL_EXPORT Pool {
   friend class GrantLock;  // the public face of grants_ (pinpool/grant_lock.h)
   // The same for grants made by the optional engine libraries (libpinpool_fabric).
 
-  friend struct internal::CApi;  // the C API's pinpool_malloc and pinpool_free (c_api.cc)
+  friend struct internal::CApi;  // the C API's pinpool_malloc (c_api.cc)
 
   PINPOOL_NO_EXPORT Pool(std::unique_ptr<internal::Arena> arena,
                          std::unique_ptr<internal::Heap> heap);
@@ -362,12 +362,24 @@ class PINPOOL_EXPORT Pool {
   // The same for p, a block this thread was just handed: a plain load from the arena's records
   // (written when the chunk was published, which the block's own path through the heap's locks
   // orders before this read), so a caller that drops the Block's chunk drops the load too.
-  // Indexed from p alone, as the free's page map entry (page_map_origin_): the range starts at a
-  // multiple of the chunk size.
   PINPOOL_FAST_INLINE const ChunkInfo* BlockChunk(const void* p) const noexcept {
-    return *reinterpret_cast<const ChunkInfo* const*>(
-        chunk_records_origin_ +
-        (reinterpret_cast<std::uintptr_t>(p) >> chunk_shift_) * sizeof(const ChunkInfo*));
+    return AtAddress<const ChunkInfo*>(chunk_records_origin_, reinterpret_cast<std::uintptr_t>(p),
+                                       chunk_shift_);
+  }
+  // An array with one element per 2^shift bytes of the range, kept as its origin: where its
+  // element 0 would lie if the range began at address 0 (an integer: it lies outside the array;
+  // the range starts at a multiple of the chunk size). The element for address a is then one
+  // shift of a away, with no subtraction of the range's base: in a pair of allocate and free
+  // of one size, p comes from memory and its chain to the bin is the pair's latency.
+  template <typename T>
+  static std::uintptr_t OriginOf(const T* array, std::uintptr_t range_base,
+                                 unsigned shift) noexcept {
+    return reinterpret_cast<std::uintptr_t>(array) - (range_base >> shift) * sizeof(T);
+  }
+  template <typename T>
+  PINPOOL_FAST_INLINE static const T& AtAddress(std::uintptr_t origin, std::uintptr_t a,
+                                                unsigned shift) noexcept {
+    return *reinterpret_cast<const T*>(origin + (a >> shift) * sizeof(T));
   }
   // The checks of every free, sized or by address, then the push onto the thread's cache: p in
   // the pool's range; then, from p's page map entry (one flat array over the range: one load),
@@ -376,14 +388,14 @@ class PINPOOL_EXPORT Pool {
   // and every span's start are multiples of 16) and `size` no larger than it (entries of pages in
   // chunks the heap does not hold, unmapped ones included, are 0 and fail); not free already
   // (the free mark). False when the library must look: it holds granted blocks and aborts on
-  // misuse naming the rule. The entry's address is taken from p alone (page_map_origin_), not
-  // from the range test's subtraction, so that it waits for one shift of p.
+  // misuse naming the rule. The entry's address is taken from p alone (AtAddress), not from the
+  // range test's subtraction, so that it waits for one shift of p.
   PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
     const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(data);
     if (__builtin_expect(a - range_base_ >= range_size_, 0)) return false;
-    const auto& entry = *reinterpret_cast<const fast_v4::PageEntry*>(
-        page_map_origin_ + (a >> fast_v4::kPageShift) * sizeof(fast_v4::PageEntry));
-    return fast_v4::TryPush(heap_id_, secret_, entry, data, size);
+    return fast_v4::TryPush(heap_id_, secret_,
+                            AtAddress<fast_v4::PageEntry>(page_map_origin_, a, fast_v4::kPageShift),
+                            data, size);
   }
   // GiveBack of chunk `index` (pool/take_back.cc), and the background work's lease check.
   PINPOOL_NO_EXPORT absl::Status GiveBackChunk(std::uint32_t index, const char* reason,
@@ -416,12 +428,9 @@ class PINPOOL_EXPORT Pool {
   std::size_t max_block_ = 0;
   unsigned chunk_shift_ = 0;
   const std::atomic<std::uintptr_t>* chunk_table_ = nullptr;
-  // The arena's chunk records, indexed by chunk number from address 0 (as page_map_origin_).
+  // The arena's chunk records (by chunk) and the default heap's page map (by page), as origins
+  // (OriginOf).
   std::uintptr_t chunk_records_origin_ = 0;
-  // The default heap's page map, indexed by page number from address 0: the entry of the page at
-  // address a is at page_map_origin_ + (a >> kPageShift) * 4 (an integer: it lies outside the
-  // map). The free's entry address then waits for one shift of p, not a subtraction and a
-  // rotation too: p comes from memory, so its chain to the bin is the pair's latency.
   std::uintptr_t page_map_origin_ = 0;
   std::uint64_t alive_ = kAlive;
   PoolOptions options_;  // as created with, the default domain filled in

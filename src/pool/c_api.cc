@@ -142,19 +142,15 @@ void* Allocate(Pool* pool, std::size_t size, std::size_t alignment) noexcept {
 
 namespace internal {
 
-// pinpool_malloc and pinpool_free: Pool's inline fast paths without building a Block (a C caller
-// wants the pointer alone: no chunk table load), one call from the C program into the library.
+// pinpool_malloc: Pool's inline fast path without building a Block (a C caller wants the pointer
+// alone: no chunk table load), one call from the C program into the library. pinpool_free is
+// Pool::Deallocate itself.
 struct CApi {
   PINPOOL_FAST_INLINE static void* Malloc(Pool* pool, std::size_t size) noexcept {
     if (__builtin_expect(size - 1 < fast_v4::kMaxFastSize, 1)) {
       if (void* p = fast_v4::TryPop(pool->heap_id_, size)) return p;
     }
     return Allocate(pool, size, alignof(std::max_align_t));
-  }
-  PINPOOL_FAST_INLINE static void Free(Pool* pool, void* p) noexcept {
-    // Null fails the fast path's range check; the slow path ignores it.
-    p = fast_v4::Launder(p);
-    if (!pool->TryFreeFast(p, 0)) pool->DeallocateSlow(p, 0);
   }
 };
 
@@ -242,7 +238,7 @@ void* pinpool_aligned_alloc(pinpool_pool_t* pool, size_t alignment, size_t size)
 }
 
 void pinpool_free(pinpool_pool_t* pool, void* p) {
-  pinpool::internal::CApi::Free(pinpool::AsPool(pool), p);
+  pinpool::AsPool(pool)->Deallocate(p);  // null is ignored
 }
 
 size_t pinpool_usable_size(const pinpool_pool_t* pool, const void* p) {

@@ -119,10 +119,8 @@ Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Hea
       max_block_(max_block_size()),
       chunk_shift_(arena_->chunk_shift()),
       chunk_table_(arena_->chunk_table()),
-      chunk_records_origin_(reinterpret_cast<std::uintptr_t>(arena_->chunk_records()) -
-                            (range_base_ >> chunk_shift_) * sizeof(const ChunkInfo*)),
-      page_map_origin_(reinterpret_cast<std::uintptr_t>(heap_->page_map()) -
-                       (range_base_ >> fast_v4::kPageShift) * sizeof(fast_v4::PageEntry)),
+      chunk_records_origin_(OriginOf(arena_->chunk_records(), range_base_, chunk_shift_)),
+      page_map_origin_(OriginOf(heap_->page_map(), range_base_, fast_v4::kPageShift)),
       metrics_(std::make_unique<internal::PoolMetrics>()),
       take_back_(std::make_unique<internal::TakeBack>()) {}
 
@@ -322,8 +320,7 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
     std::memset(data, 0, usable);
     classes_->CountScrubbed(c, usable);
   }
-  if (c != 0 && (reinterpret_cast<std::uintptr_t>(data) & 15) == 0 &&
-      (entry & internal::Arena::kSlowFreeTag) == 0) {
+  if (c != 0 && (entry & internal::Arena::kSlowFreeTag) == 0) {
     // A named class's block: the inline path looked in the default heap's page map, which does
     // not hold it; the same checked push onto this thread's cache of the class's heap.
     const std::uintptr_t page =

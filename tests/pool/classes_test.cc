@@ -284,6 +284,8 @@ TEST(ClassesDeathTest, MisusedFreesOfAClassBlockAbort) {
     EXPECT_DEATH(pool->Deallocate(b), "free already");
     EXPECT_DEATH(pool->Deallocate(static_cast<char*>(keep.data()) + 16),
                  "not the start of a block");
+    // Unaligned: the class heap's checked push rejects it (no block starts off a multiple of 16).
+    EXPECT_DEATH(pool->Deallocate(static_cast<char*>(keep.data()) + 8), "not the start of a block");
     pool->Deallocate(keep);
   }
 }
