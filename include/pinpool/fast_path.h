@@ -10,21 +10,24 @@
 // calls into the library, which decides and aborts on misuse naming the rule.
 //
 // ABI: what is here is compiled into programs, so its layout is part of libpinpool's ABI: the
-// per-thread slots, a cache's handshake words, byte room and bins, the class
-// table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
+// per-thread slots (slot 0's cache never null), a cache's handshake words, byte room and bins, the
+// class table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
 // address in a free block's first word), the page map's entry encoding (internal::PageMap) and
 // the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
 // change to any of them renames it (v1 had per-chunk page map arrays and another class table;
 // v2 tested a chunk table for granted blocks instead of the page map entry's grant tag; v3's
-// Pool kept the range's size in 16-byte units and the page map's own address), so a
+// Pool kept the range's size in 16-byte units and the page map's own address; v4 read a
+// cache's `drain` word instead of a drainer's mark on slot 0), so a
 // program built against other headers fails to load (an undefined symbol: tls_slots or classes)
 // instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
 // exported `classes`, so a new library may change them without a rebuild.
 //
-// Thread safety: the slots are this thread's; a cache is its owner's, but for the drain
-// handshake with other threads (src/heap/heap.h): `busy` set around every touch of the bins,
-// `drain` read after setting it (another thread's membarrier orders the two).
+// Thread safety: the slots are this thread's, but for the drain handshake with other threads
+// (src/heap/heap.h): the owner sets slot 0's cache's `busy` around every touch of its bins and
+// reads slot 0's heap id after setting it (another thread's membarrier orders the two); a
+// drainer marks slot 0's id (under the library's per-thread lock) so that it no longer matches,
+// then waits for `busy` to clear. A cache is its owner's.
 #ifndef PINPOOL_FAST_PATH_H_
 #define PINPOOL_FAST_PATH_H_
 
@@ -38,7 +41,7 @@
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v4 {
+namespace pinpool::fast_v5 {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
@@ -57,7 +60,7 @@ struct Bin {
 // The head of a thread's cache of one pool (the rest is the library's: internal::ThreadCache).
 struct CacheHead {
   std::atomic<std::uint32_t> busy{0};   // the owner is touching the bins
-  std::atomic<std::uint32_t> drain{0};  // another thread wants them emptied
+  std::atomic<std::uint32_t> drain{0};  // another thread wants them emptied (the library's)
   // Bytes the bins may still take: the thread's budget less what they hold.
   std::atomic<std::intptr_t> room{0};
   Bin bins[kNumClasses];
@@ -66,7 +69,10 @@ struct CacheHead {
 // This thread's most recently used (pool, cache) pairs; the inline path reads slot 0 only.
 struct Slots {
   static constexpr int kSlots = 4;
-  std::uint64_t heap_id[kSlots];
+  // A heap's id (0: none), or a drainer's mark on slot 0's, which matches no heap.
+  std::atomic<std::uint64_t> heap_id[kSlots];
+  // Never null: a slot without a cache holds the library's idle one, of which the handshake
+  // below sets only `busy` (it sets `busy` before it tests the id).
   CacheHead* cache[kSlots];
 };
 // Initial-exec TLS: one %fs-relative load (and a GOT load of its offset), no call, no
@@ -135,11 +141,13 @@ PINPOOL_FAST_INLINE void* Launder(void* p) noexcept {
   return p;
 }
 
-// Owner side of the drain handshake: false (and not busy) when a drain is pending.
-PINPOOL_FAST_INLINE bool Enter(CacheHead* c) noexcept {
+// Owner side of the drain handshake, for c = slot 0's cache: true (and c busy) when slot 0 is
+// heap `id`'s and no drainer has marked it; else false (and c not busy). The slot test every
+// path makes anyway is the drain test too: one store more than the test.
+PINPOOL_FAST_INLINE bool Enter(const Slots& t, CacheHead* c, std::uint64_t id) noexcept {
   c->busy.store(1, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);  // the drainer's membarrier does the rest
-  if (__builtin_expect(c->drain.load(std::memory_order_acquire) == 0, 1)) return true;
+  if (__builtin_expect(t.heap_id[0].load(std::memory_order_relaxed) == id, 1)) return true;
   c->busy.store(0, std::memory_order_release);
   return false;
 }
@@ -150,12 +158,11 @@ PINPOOL_FAST_INLINE void Leave(CacheHead* c) noexcept {
 // A block of `size` bytes (1 .. kMaxFastSize) from this thread's cache of heap `id`, or null.
 PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   Slots& t = tls_slots;
-  if (__builtin_expect(t.heap_id[0] != id, 0)) return nullptr;
-  CacheHead* c = t.cache[0];
   // The bin's byte offset, computed once (32-byte bins): the pop's loads and its store share it.
   const std::uintptr_t row = std::uintptr_t{Classes().small[(size + 15) >> 4]} << 5;
+  CacheHead* c = t.cache[0];
+  if (!Enter(t, c, id)) return nullptr;
   Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) + row);
-  if (!Enter(c)) return nullptr;
   void** top = bin.top;
   if (__builtin_expect(top == bin.bottom, 0)) {
     Leave(c);
@@ -174,10 +181,10 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
 }
 
 // A free onto this thread's cache of heap `id`: true when done, false when the library must look
-// (then nothing was changed). `slot` is the page map's entry for p's page (p is 16-byte aligned
-// and in the pool's range). Checks, from the entry, that no grant may reach a block starting on
-// the page and that p is exactly a block's start (so the class is the block's own, whatever size
-// the caller names) and that `size` (0: unknown) fits it; then the free mark.
+// (then nothing was changed). `slot` is the page map's entry for p's page (p is in the pool's
+// range; its alignment is the block start test's). Checks, from the entry, that no grant may reach
+// a block starting on the page and that p is exactly a block's start (so the class is the block's
+// own, whatever size the caller names) and that `size` (0: unknown) fits it; then the free mark.
 // The entry is read inside the drain handshake (after Enter): a chunk the heap forgets
 // (Heap::ForgetChunk, when its memory is given back) has its entries cleared while every cache's
 // drain is held, so a free that passes Enter reads the cleared entry and goes to the library,
@@ -187,9 +194,8 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
 PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
                                  void* p, std::size_t size) noexcept {
   Slots& t = tls_slots;
-  if (__builtin_expect(t.heap_id[0] != id, 0)) return false;
   CacheHead* c = t.cache[0];
-  if (!Enter(c)) return false;
+  if (!Enter(t, c, id)) return false;
   const std::uint32_t entry = slot.load(std::memory_order_relaxed);
   // The entry's bits 5..11 are the class + 1 (only the library writes entries), so entry & 0xfe0
   // is the byte offset of the class's row; an entry of 0 (no block starts on this page) selects
@@ -229,6 +235,6 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const P
   return true;
 }
 
-}  // namespace pinpool::fast_v4
+}  // namespace pinpool::fast_v5
 
 #endif  // PINPOOL_FAST_PATH_H_

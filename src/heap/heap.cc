@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "heap/spin_lock.h"
 #include "util/bytes.h"
 #include "util/check.h"
 
@@ -80,15 +81,63 @@ std::size_t TransferBudget(std::size_t budget) {
 
 }  // namespace
 
+constinit fast_v5::CacheHead idle_cache;
+
 // Every cache this thread created, by heap id; at thread exit each goes back to its heap, if still
-// alive. The slots above are a most-recently-used window onto this list. A cache lives in its
-// heap's metadata: once the heap is gone it is never touched again (only its id is compared).
+// alive. The slots above are a most-recently-used window onto this list. A cache's head is its
+// own allocation (its bins' storage is in its heap's metadata): a slot may hold the head of a
+// heap that is gone, whose `busy` the inline handshake still sets (it tests the id after), so
+// the head lives until it leaves the slots (`orphans`); its bins are never touched again.
 struct ThreadCacheOwner {
   struct Entry {
     std::uint64_t heap_id;
     ThreadCache* cache;
   };
   std::vector<Entry> caches;
+  // This thread's slots (read by its inline paths without a lock). Their writers, this thread
+  // moving caches between them and a drainer marking slot 0, hold `lock` (never while taking a
+  // heap's lock: drainers hold theirs when they take this one).
+  ThreadCacheSlots* const slots = &fast_v5::tls_slots;
+  SpinLock lock;
+  // Heads of caches of destroyed heaps that were in a slot then: deleted when they leave them.
+  std::vector<ThreadCache*> orphans ABSL_GUARDED_BY(lock);
+
+  bool InSlots(const ThreadCache* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock) {
+    for (int i = 0; i < ThreadCacheSlots::kSlots; ++i) {
+      if (slots->cache[i] == c) return true;
+    }
+    return false;
+  }
+  // Heap destruction (holding the registry's lock): true when c is in a slot, and then this
+  // thread deletes it once it leaves them.
+  bool Adopt(ThreadCache* c) {
+    SpinLockHolder hold(&lock);
+    if (!InSlots(c)) return false;
+    orphans.push_back(c);
+    return true;
+  }
+  // After the slots changed: deletes the orphans no longer in them.
+  void DeleteLeftOrphans() ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock) {
+    std::erase_if(orphans, [&](ThreadCache* c) {
+      if (InSlots(c)) return false;
+      delete c;
+      return true;
+    });
+  }
+
+  // Slot 0's heap id while a drainer of that heap has marked it: no heap has it (heap ids count
+  // from 1; kDeadId is all ones).
+  static constexpr std::uint64_t kDrainMark = std::uint64_t{1} << 63;
+  static std::uint64_t Marked(std::uint64_t id) { return id | kDrainMark; }
+
+  // A drainer of heap `id` (holding its lock): if slot 0 holds c, marks it, so that this thread's
+  // next inline call of that heap goes to the library (CacheSlow), which waits out the drain.
+  void Mark(std::uint64_t id, ThreadCache* c) {
+    SpinLockHolder hold(&lock);
+    if (slots->cache[0] == c && slots->heap_id[0].load(std::memory_order_relaxed) == id) {
+      slots->heap_id[0].store(Marked(id), std::memory_order_relaxed);
+    }
+  }
 
   // Drops caches whose heap is gone (a thread that outlives many pools keeps no garbage).
   void Prune() {
@@ -98,15 +147,18 @@ struct ThreadCacheOwner {
   }
 
   ~ThreadCacheOwner() {
-    {
-      Registry& r = registry();
-      MutexLock lock(&r.mu);
-      for (const Entry& e : caches) {
-        auto it = r.heaps.find(e.heap_id);
-        if (it != r.heaps.end()) it->second->ReleaseCache(e.cache);
-      }
+    Registry& r = registry();
+    MutexLock registry_lock(&r.mu);  // no heap is destroyed meanwhile (it would Adopt)
+    for (const Entry& e : caches) {
+      auto it = r.heaps.find(e.heap_id);
+      if (it != r.heaps.end()) it->second->ReleaseCache(e.cache);
     }
-    std::memset(&fast_v4::tls_slots, 0, sizeof fast_v4::tls_slots);
+    SpinLockHolder hold(&lock);  // no drainer finds this thread's caches any more
+    for (int i = 0; i < ThreadCacheSlots::kSlots; ++i) {
+      slots->heap_id[i].store(0, std::memory_order_relaxed);
+      slots->cache[i] = &idle_cache;
+    }
+    DeleteLeftOrphans();
     tls_caches_gone = true;
   }
 };
@@ -148,50 +200,69 @@ Heap::~Heap() {
     }
   }
   Registry& r = registry();
-  MutexLock lock(&r.mu);
+  MutexLock registry_lock(&r.mu);  // no thread exits meanwhile (its owner is reached below)
   r.heaps.erase(id_);
-  // Threads' caches of this heap are left to their threads (who free them without touching
-  // their blocks); the page map, spans and stacks go with the members.
+  // Threads' caches of this heap: a head still in its thread's slots goes to the thread, which
+  // deletes it when it leaves them (ThreadCacheOwner); the others are deleted now. Their blocks
+  // and bins are not touched: the page map, spans, stacks and bins' storage go with the members.
+  MutexLock lock(&mu_);
+  for (ThreadCache* c : caches_) {
+    if (!c->owner->Adopt(c)) delete c;
+  }
+  while (ThreadCache* c = free_caches_) {
+    free_caches_ = c->next_free;
+    delete c;
+  }
 }
 
 ThreadCache* Heap::CacheSlow() noexcept {
-  ThreadCacheSlots& t = fast_v4::tls_slots;
+  ThreadCacheOwner& owner = tls_cache_owner;
+  ThreadCacheSlots& t = *owner.slots;
   constexpr int kSlots = ThreadCacheSlots::kSlots;
-  int i = 1;
-  while (i < kSlots && t.heap_id[i] != id_) ++i;
+  // Slot 0 may hold this heap's cache marked by a drainer; the others hold it unmarked.
+  const auto holds = [&](int i) {
+    const std::uint64_t id = t.heap_id[i].load(std::memory_order_relaxed);
+    return id == id_ || id == ThreadCacheOwner::Marked(id_);
+  };
+  int i = 0;
+  while (i < kSlots && !holds(i)) ++i;
   ThreadCache* cache;
   if (i < kSlots) {
     cache = static_cast<ThreadCache*>(t.cache[i]);
   } else {
     i = kSlots - 1;  // evict the least recently used slot
     cache = nullptr;
-    for (const auto& e : tls_cache_owner.caches) {
+    for (const auto& e : owner.caches) {
       if (e.heap_id == id_) cache = e.cache;
     }
     if (cache == nullptr) {
-      tls_cache_owner.Prune();
+      owner.Prune();
       {
         MutexLock lock(&mu_);
         if (free_caches_ != nullptr) {  // an exited thread's, empty
           cache = free_caches_;
           free_caches_ = cache->next_free;
           cache->next_free = nullptr;
-        } else if (void* mem = metadata_.Allocate(sizeof(ThreadCache))) {
-          cache = new (mem) ThreadCache(id_, thread_cache_budget_, &metadata_);
-        } else {
-          return nullptr;  // no metadata memory: this call goes around the caches
+        } else if (!(cache =
+                         new (std::nothrow) ThreadCache(id_, thread_cache_budget_, &metadata_))) {
+          return nullptr;  // out of memory: this call goes around the caches
         }
+        cache->owner = &owner;  // before a drainer can find it
         caches_.push_back(cache);
       }
-      tls_cache_owner.caches.push_back({id_, cache});
+      owner.caches.push_back({id_, cache});
     }
   }
+  SpinLockHolder hold(&owner.lock);
   for (; i > 0; --i) {  // move to front
-    t.heap_id[i] = t.heap_id[i - 1];
+    t.heap_id[i].store(t.heap_id[i - 1].load(std::memory_order_relaxed), std::memory_order_relaxed);
     t.cache[i] = t.cache[i - 1];
   }
-  t.heap_id[0] = id_;
+  // Unmarked even while a drain is pending: every caller goes through Acquire, which waits the
+  // drain out, before this thread's next inline call reads the slot.
+  t.heap_id[0].store(id_, std::memory_order_relaxed);
   t.cache[0] = cache;
+  if (!owner.orphans.empty()) owner.DeleteLeftOrphans();  // one may have been evicted
   return cache;
 }
 
@@ -214,9 +285,13 @@ void Heap::Acquire(ThreadCache* c) noexcept {
 
 std::size_t Heap::DrainLocked(ThreadCache* own, bool hold, bool* every_cache) {
   drains_.fetch_add(1, std::memory_order_relaxed);
-  for (ThreadCache* c : caches_) c->drain.store(1, std::memory_order_relaxed);
+  for (ThreadCache* c : caches_) {
+    c->drain.store(1, std::memory_order_relaxed);
+    c->owner->Mark(id_, c);
+  }
   // After the barrier, a cache whose `busy` reads 0 is not being touched, and its owner's next
-  // Enter() sees `drain`: the owner then waits on mu_, which this thread holds.
+  // touch sees slot 0 marked (inline) or `drain` set (the library): the owner then waits on mu_,
+  // which this thread holds.
   const bool fenced = BarrierOnEveryCpu();
   if (every_cache != nullptr)
     *every_cache = fenced || caches_.empty() || caches_ == std::vector{own};
@@ -454,6 +529,7 @@ void Heap::ReleaseCache(ThreadCache* cache) noexcept {
   cache->FlushAll(central_);
   cache->drain.store(0, std::memory_order_relaxed);
   std::erase(caches_, cache);
+  cache->owner = nullptr;
   cache->next_free = free_caches_;
   free_caches_ = cache;
 }
@@ -490,7 +566,7 @@ Heap::Counts Heap::GetCounts() const {
 
 }  // namespace pinpool::internal
 
-namespace pinpool::fast_v4 {
+namespace pinpool::fast_v5 {
 
 static_assert(kNumClasses == internal::kNumClasses && kPageShift == internal::kPageShift);
 // The tag lies below the entry's class bits (PageMap::Encode uses bits 5 and up).
@@ -499,7 +575,10 @@ static_assert(std::is_same_v<PageEntry, internal::PageEntry>);
 static_assert(sizeof(Bin) == 32 && sizeof(ClassTable::Class) == 32);
 static_assert(internal::ComputeSizeClass(kMaxFastSize) < kNumClasses);
 
-constinit thread_local Slots tls_slots __attribute__((tls_model("initial-exec"))) = {};
+constinit thread_local Slots tls_slots __attribute__((tls_model("initial-exec"))) = {
+    .heap_id = {},
+    .cache = {&internal::idle_cache, &internal::idle_cache, &internal::idle_cache,
+              &internal::idle_cache}};
 
 namespace {
 constexpr ClassTable MakeClassTable() {
@@ -517,4 +596,4 @@ constexpr ClassTable MakeClassTable() {
 constinit const ClassTable classes = MakeClassTable();
 constinit const ClassTable library_classes = MakeClassTable();
 
-}  // namespace pinpool::fast_v4
+}  // namespace pinpool::fast_v5

@@ -23,12 +23,15 @@
 //
 // Drained caches: when the page heap is full and the budget is spent, the allocating thread
 // empties the transfer stacks and every thread cache of the heap before it gives up. Another
-// thread's cache is emptied through a handshake: the drainer sets the cache's `drain` flag, issues
-// membarrier(PRIVATE_EXPEDITED) (a memory barrier on every CPU running this process), then waits
-// until the cache's `busy` flag (set by its owner around every touch of its bins) is clear, and
-// empties it; the owner, finding `drain` set, waits for the drainer. Without membarrier (an old
-// kernel, a seccomp sandbox) only the caller's own cache is emptied and the others are asked to
-// empty themselves at their owner's next call into the heap.
+// thread's cache is emptied through a handshake: the drainer sets the cache's `drain` flag and,
+// under its owner's slot lock, marks the owner's slot 0 if it holds the cache (the inline paths
+// test slot 0's heap id anyway: marked, it matches no heap), issues membarrier(PRIVATE_EXPEDITED)
+// (a memory barrier on every CPU running this process), then waits until the cache's `busy`
+// flag (set by its owner around every touch of its bins, before it reads the slot's id or
+// `drain`) is clear, and empties it; the owner, finding `drain` set, waits for the drainer, and
+// puts the cache back in slot 0 unmarked once `drain` is clear. Without membarrier (an old kernel,
+// a seccomp sandbox) only the caller's own cache is emptied and the others are asked to empty
+// themselves at their owner's next call into the heap.
 //
 // Thread safety: Allocate/Free/Reallocate/UsableSize/CheckBlock and the stats from any thread; a
 // block may be freed by another thread (it joins the freeing thread's cache). Construction and
@@ -59,13 +62,15 @@
 
 namespace pinpool::internal {
 
-// This thread's most recently used (heap, cache) pairs are fast_v4::tls_slots
+// This thread's most recently used (heap, cache) pairs are fast_v5::tls_slots
 // (pinpool/fast_path.h): the inline fast path reads slot 0 only.
-using ThreadCacheSlots = fast_v4::Slots;
-struct ThreadCacheOwner;
+using ThreadCacheSlots = fast_v5::Slots;
 // Set when this thread's cache owner has been destroyed (thread exit): frees and allocations
 // from destructors that run later (other thread_locals, statics) bypass the caches.
 extern constinit thread_local bool tls_caches_gone __attribute__((tls_model("initial-exec")));
+// What every slot without a cache holds (never null: the inline handshake sets slot 0's cache's
+// `busy` before it tests the slot's heap id). Only its `busy` is ever written.
+extern fast_v5::CacheHead idle_cache;
 
 class Heap {
  public:
@@ -93,20 +98,27 @@ class Heap {
   Heap& operator=(const Heap&) = delete;
 
   // --- the fast paths are inline in the pool's callers (pinpool/fast_path.h) ------------------
-  static bool Enter(ThreadCache* c) noexcept { return fast_v4::Enter(c); }
-  static void Leave(ThreadCache* c) noexcept { fast_v4::Leave(c); }
+  // The owner's side of the handshake in the library, for a cache of this thread in any slot
+  // (the inline paths test slot 0's mark instead): false (and not busy) when a drain is pending.
+  static bool Enter(ThreadCache* c) noexcept {
+    c->busy.store(1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the drainer's membarrier does the rest
+    if (__builtin_expect(c->drain.load(std::memory_order_acquire) == 0, 1)) return true;
+    c->busy.store(0, std::memory_order_release);
+    return false;
+  }
+  static void Leave(ThreadCache* c) noexcept { fast_v5::Leave(c); }
   // The inline pop for any size up to the pool's max block (the inline path's table stops at
-  // fast_v4::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
+  // fast_v5::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
   static void* TryAllocateCached(std::uint64_t id, std::size_t size) noexcept {
-    ThreadCacheSlots& t = fast_v4::tls_slots;
-    if (__builtin_expect(t.heap_id[0] != id, 0)) return nullptr;
-    fast_v4::CacheHead* c = t.cache[0];
+    ThreadCacheSlots& t = fast_v5::tls_slots;
     const unsigned cls = SizeClass(size);
-    fast_v4::Bin& bin = c->bins[cls];
-    if (!fast_v4::Enter(c)) return nullptr;
+    fast_v5::CacheHead* c = t.cache[0];
+    if (!fast_v5::Enter(t, c, id)) return nullptr;
+    fast_v5::Bin& bin = c->bins[cls];
     void** top = bin.top;
     if (__builtin_expect(top == bin.bottom, 0)) {
-      fast_v4::Leave(c);
+      fast_v5::Leave(c);
       return nullptr;
     }
     bin.top = --top;
@@ -114,7 +126,7 @@ class Heap {
     c->room.store(
         c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassSize(cls)),
         std::memory_order_relaxed);
-    fast_v4::Leave(c);
+    fast_v5::Leave(c);
     SetFirstWord(p, 0);  // no longer free
     return p;
   }
@@ -209,11 +221,14 @@ class Heap {
   Heap(Arena* arena, std::uint64_t id, const Options& options);
 
   // This thread's cache of this heap (made on first use), or null with debug checks or after the
-  // thread's caches are gone.
+  // thread's caches are gone. Callers Acquire it before they touch it: a cache CacheSlow moves
+  // into slot 0 is unmarked even while a drain of it is pending, and Acquire waits that out.
   ThreadCache* Cache() noexcept {
     if (debug_ || tls_caches_gone) return nullptr;
-    ThreadCacheSlots& t = fast_v4::tls_slots;
-    if (__builtin_expect(t.heap_id[0] == id_, 1)) return static_cast<ThreadCache*>(t.cache[0]);
+    ThreadCacheSlots& t = fast_v5::tls_slots;
+    if (__builtin_expect(t.heap_id[0].load(std::memory_order_relaxed) == id_, 1)) {
+      return static_cast<ThreadCache*>(t.cache[0]);
+    }
     return CacheSlow();
   }
   ThreadCache* CacheSlow() noexcept;

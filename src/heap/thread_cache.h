@@ -16,7 +16,8 @@
 // caller named) and carries the heap's free mark until it is handed out.
 //
 // Thread safety: the owning thread uses the bins; another thread may empty them only through the
-// heap's drain handshake (`busy`, `drain`: see Heap), and reads `room` for stats. The member
+// heap's drain handshake (`busy`, `drain`, a mark on the owner's slot 0: see Heap), and reads
+// `room` for stats. The member
 // functions below are for the owner, or for a drainer that holds the handshake.
 #ifndef PINPOOL_HEAP_THREAD_CACHE_H_
 #define PINPOOL_HEAP_THREAD_CACHE_H_
@@ -32,14 +33,16 @@
 
 namespace pinpool::internal {
 
+struct ThreadCacheOwner;  // heap.cc: a thread's caches, slots and their lock
+
 // The head (handshake words, byte room, bins) is the inline fast path's (pinpool/fast_path.h):
 // its layout is part of the ABI.
-struct ThreadCache : fast_v4::CacheHead {
+struct ThreadCache : fast_v5::CacheHead {
   // A stack of free blocks: [bottom, top) are held, top grows towards limit; the most recently
   // freed block is reused first. Storage comes from the heap's MetadataArena on the bin's first
   // push (a thread pays only for the classes it uses); until then top == bottom == limit == null
   // (empty and full: the slow path).
-  using Bin = fast_v4::Bin;
+  using Bin = fast_v5::Bin;
 
   ThreadCache(std::uint64_t heap_id, std::size_t budget, MetadataArena* metadata);
   ~ThreadCache();
@@ -52,6 +55,9 @@ struct ThreadCache : fast_v4::CacheHead {
   const std::uint64_t heap_id;
   const std::intptr_t budget;
   ThreadCache* next_free = nullptr;  // the heap's list of caches of exited threads, for reuse
+  // The thread that uses the cache (set, under the heap's lock, when a thread takes the cache):
+  // a drainer marks its slot 0 (Heap).
+  ThreadCacheOwner* owner = nullptr;
 
   std::size_t held_bytes() const noexcept {
     const std::intptr_t r = room.load(std::memory_order_relaxed);

@@ -5,16 +5,21 @@
 //  - when the budget is spent, an allocation drains the caches of other threads, including a
 //    thread that sits idle and never calls the pool again, before it gives up: memory such a
 //    thread freed serves the allocation;
-//  - draining while other threads allocate and free keeps every block intact and disjoint.
+//  - draining while other threads allocate and free keeps every block intact and disjoint, also
+//    while they switch between more pools than the inline path's slots (a drainer marks the
+//    owner's first slot; the owner's moves between slots must keep the mark);
+//  - a destroyed pool's cache head stays valid while a thread's slots hold it.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "pinpool/pool.h"
@@ -168,74 +173,173 @@ TEST(CacheDrainTest, AnAllocationThatWouldFailForBudgetDrainsAnIdleThreadsCacheA
   for (Block& b : big) pool->Deallocate(b);
 }
 
+// Every block handed out and not yet freed, across threads and pools: counts a block that
+// overlaps another (handed out twice) or whose contents changed while it was held.
+class Ledger {
+ public:
+  void Insert(const Block& b) {
+    const auto s = reinterpret_cast<std::uintptr_t>(b.data());
+    std::lock_guard<std::mutex> lock(mu_);
+    auto next = live_.lower_bound(s);
+    if ((next != live_.end() && next->first < s + b.size()) ||
+        (next != live_.begin() && std::prev(next)->second > s)) {
+      ++failures_;
+    }
+    live_[s] = s + b.size();
+  }
+  void Erase(const Block& b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(reinterpret_cast<std::uintptr_t>(b.data()));
+  }
+  void Fail() { ++failures_; }
+  int failures() const { return failures_.load(); }
+
+ private:
+  std::mutex mu_;
+  std::map<std::uintptr_t, std::uintptr_t> live_;  // start -> end
+  std::atomic<int> failures_{0};
+};
+
+// One step of a churn over `pools` that checks every block it frees: allocates (filling the
+// block with a random byte) while fewer than 64 are held and the rng says so, else frees one.
+void LedgerStep(const std::vector<Pool*>& pools, std::mt19937_64& rng, Ledger& ledger,
+                std::vector<std::tuple<Pool*, Block, unsigned char>>& held) {
+  if (held.size() < 64 && rng() % 2) {
+    Pool* pool = pools[rng() % pools.size()];
+    Block b = pool->Allocate(16 + rng() % (32 * kKiB));
+    if (!b) return;  // another thread may have the pool full for a moment
+    ledger.Insert(b);
+    const auto v = static_cast<unsigned char>(rng());
+    std::memset(b.data(), v, b.size());
+    held.push_back({pool, b, v});
+  } else if (!held.empty()) {
+    const std::size_t k = rng() % held.size();
+    const auto [pool, b, v] = held[k];
+    const auto* p = static_cast<const unsigned char*>(b.data());
+    if (p[0] != v || p[b.size() - 1] != v) ledger.Fail();
+    ledger.Erase(b);
+    pool->Deallocate(b);
+    held[k] = held.back();
+    held.pop_back();
+  }
+}
+
+// Fills `pool` with 256 KiB blocks until it refuses (each refusal drains every cache) and gives
+// them back, `rounds` times; returns the pool's drain count.
+std::uint64_t DrainRounds(Pool& pool, Ledger& ledger, int rounds) {
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<Block> big;
+    for (Block b; (b = pool.Allocate(256 * kKiB));) {
+      ledger.Insert(b);
+      big.push_back(b);
+    }
+    for (Block& b : big) {
+      ledger.Erase(b);
+      pool.Deallocate(b);
+    }
+  }
+  return pool.GetStats().cache_drains;
+}
+
 TEST(CacheDrainTest, DrainsWhileOtherThreadsChurnKeepEveryBlockIntactAndDisjoint) {
   auto pool = Pool::Create(Options()).value();
   std::atomic<bool> stop{false};
-  std::atomic<int> failures{0};
-  std::mutex mu;
-  std::map<std::uintptr_t, std::uintptr_t> live;  // start -> end, of every thread's blocks
-  auto insert = [&](const Block& b) {
-    const auto s = reinterpret_cast<std::uintptr_t>(b.data());
-    std::lock_guard<std::mutex> lock(mu);
-    auto next = live.lower_bound(s);
-    if ((next != live.end() && next->first < s + b.size()) ||
-        (next != live.begin() && std::prev(next)->second > s)) {
-      ++failures;
-    }
-    live[s] = s + b.size();
-  };
-  auto erase = [&](const Block& b) {
-    std::lock_guard<std::mutex> lock(mu);
-    live.erase(reinterpret_cast<std::uintptr_t>(b.data()));
-  };
+  Ledger ledger;
   auto churn = [&](int seed) {
     std::mt19937_64 rng(seed);
-    std::vector<std::pair<Block, unsigned char>> held;
-    while (!stop.load()) {
-      if (held.size() < 64 && rng() % 2) {
-        Block b = pool->Allocate(16 + rng() % (32 * kKiB));
-        if (!b) continue;  // the other thread may have the pool full for a moment
-        insert(b);
-        const auto v = static_cast<unsigned char>(rng());
-        std::memset(b.data(), v, b.size());
-        held.push_back({b, v});
-      } else if (!held.empty()) {
-        const std::size_t k = rng() % held.size();
-        const auto [b, v] = held[k];
-        const auto* p = static_cast<const unsigned char*>(b.data());
-        if (p[0] != v || p[b.size() - 1] != v) ++failures;
-        erase(b);
-        pool->Deallocate(b);
-        held[k] = held.back();
-        held.pop_back();
-      }
-    }
-    for (auto& [b, v] : held) {
-      erase(b);
-      pool->Deallocate(b);
+    std::vector<std::tuple<Pool*, Block, unsigned char>> held;
+    while (!stop.load()) LedgerStep({pool.get()}, rng, ledger, held);
+    for (auto& [p, b, v] : held) {
+      ledger.Erase(b);
+      p->Deallocate(b);
     }
   };
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) threads.emplace_back(churn, t);
-  // Fill the pool with large blocks until it refuses (each refusal drains every cache), give
-  // them back, again.
-  std::uint64_t drains = 0;
-  for (int round = 0; round < 20; ++round) {
-    std::vector<Block> big;
-    for (Block b; (b = pool->Allocate(256 * kKiB));) {
-      insert(b);
-      big.push_back(b);
-    }
-    for (Block& b : big) {
-      erase(b);
-      pool->Deallocate(b);
-    }
-    drains = pool->GetStats().cache_drains;
-  }
+  const std::uint64_t drains = DrainRounds(*pool, ledger, 20);
   stop = true;
   for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(ledger.failures(), 0);
   EXPECT_GE(drains, 20u);
+}
+
+// A drainer marks the owner's first slot when it holds the drained cache; an owner that moves
+// its caches between slots (more pools than slots: every switch moves one, some leave the slots
+// for the thread's list and come back) must never put a cache being drained back unmarked.
+TEST(CacheDrainTest, DrainsWhileOtherThreadsSwitchBetweenMorePoolsThanSlotsKeepBlocksIntact) {
+  std::vector<std::unique_ptr<Pool>> owned;
+  std::vector<Pool*> pools;
+  for (int i = 0; i < fast_v5::Slots::kSlots + 2; ++i) {
+    owned.push_back(Pool::Create(Options()).value());
+    pools.push_back(owned.back().get());
+  }
+  std::atomic<bool> stop{false};
+  Ledger ledger;
+  auto churn = [&](int seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<std::tuple<Pool*, Block, unsigned char>> held;
+    while (!stop.load()) LedgerStep(pools, rng, ledger, held);
+    for (auto& [p, b, v] : held) {
+      ledger.Erase(b);
+      p->Deallocate(b);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) threads.emplace_back(churn, t + 10);
+  // Drains of two of the pools, one after the other, while the threads switch.
+  for (int round = 0; round < 40; ++round) DrainRounds(*pools[round % 2], ledger, 1);
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ledger.failures(), 0);
+  EXPECT_GE(pools[0]->GetStats().cache_drains + pools[1]->GetStats().cache_drains, 40u);
+}
+
+// A thread's slots keep a destroyed pool's cache head until the thread moves it out or exits:
+// its inline calls of other pools set that head's `busy` before they test the slot's id, so the
+// head must outlive the pool (AddressSanitizer reports a use after free otherwise, and
+// LeakSanitizer a head never deleted).
+TEST(CacheDrainTest, ThreadsKeepUsingOtherPoolsAfterThePoolInTheirFirstSlotIsDestroyed) {
+  std::vector<std::unique_ptr<Pool>> others;
+  for (int i = 0; i < fast_v5::Slots::kSlots + 1; ++i) {
+    others.push_back(Pool::Create(Options()).value());
+  }
+  auto doomed = Pool::Create(Options()).value();
+  const auto use = [](Pool& pool) {
+    for (int i = 0; i < 100; ++i) {
+      Block b = pool.Allocate(64);
+      ASSERT_TRUE(b);
+      std::memset(b.data(), 1, b.size());
+      pool.Deallocate(b);
+    }
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  int stage = 0;  // 1: the other thread used the doomed pool; 2: it was destroyed
+  std::thread other([&] {
+    use(*doomed);  // its slot 0 now holds the doomed pool's cache
+    std::unique_lock<std::mutex> lock(mu);
+    stage = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return stage == 2; });
+    lock.unlock();
+    use(*others[0]);  // sets the dead head's busy, then moves it to slot 1
+  });                 // exits with the head still in a slot: deleted then
+  use(*doomed);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return stage == 1; });
+  }
+  doomed.reset();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stage = 2;
+    cv.notify_all();
+  }
+  // This thread: one pool more than the slots moves the dead head out of them (deleted then).
+  for (auto& pool : others) use(*pool);
+  for (auto& pool : others) use(*pool);
+  other.join();
+  for (auto& pool : others) EXPECT_EQ(pool->GetStats().live_bytes, 0u);
 }
 
 }  // namespace
