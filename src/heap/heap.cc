@@ -84,10 +84,11 @@ std::size_t TransferBudget(std::size_t budget) {
 constinit fast_v5::CacheHead idle_cache;
 
 // Every cache this thread created, by heap id; at thread exit each goes back to its heap, if still
-// alive. The slots above are a most-recently-used window onto this list. A cache's head is its
-// own allocation (its bins' storage is in its heap's metadata): a slot may hold the head of a
-// heap that is gone, whose `busy` the inline handshake still sets (it tests the id after), so
-// the head lives until it leaves the slots (`orphans`); its bins are never touched again.
+// alive. The slots above are a most-recently-used window onto this list. A cache's head lives
+// outside its heap (ThreadCache::New; its bins' storage is in the heap's metadata): a slot may
+// hold the head of a heap that is gone, whose `busy` the inline handshake still sets (it tests
+// the id after), so the head lives until it leaves the slots (`orphans`); its bins are never
+// touched again. Nothing here calls malloc or operator new with a lock held.
 struct ThreadCacheOwner {
   struct Entry {
     std::uint64_t heap_id;
@@ -99,8 +100,9 @@ struct ThreadCacheOwner {
   // heap's lock: drainers hold theirs when they take this one).
   ThreadCacheSlots* const slots = &fast_v5::tls_slots;
   SpinLock lock;
-  // Heads of caches of destroyed heaps that were in a slot then: deleted when they leave them.
-  std::vector<ThreadCache*> orphans ABSL_GUARDED_BY(lock);
+  // Heads of caches of destroyed heaps that were in a slot then (a list through next_free):
+  // deleted when they leave them.
+  ThreadCache* orphans ABSL_GUARDED_BY(lock) = nullptr;
 
   bool InSlots(const ThreadCache* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock) {
     for (int i = 0; i < ThreadCacheSlots::kSlots; ++i) {
@@ -113,16 +115,21 @@ struct ThreadCacheOwner {
   bool Adopt(ThreadCache* c) {
     SpinLockHolder hold(&lock);
     if (!InSlots(c)) return false;
-    orphans.push_back(c);
+    c->next_free = orphans;
+    orphans = c;
     return true;
   }
   // After the slots changed: deletes the orphans no longer in them.
   void DeleteLeftOrphans() ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock) {
-    std::erase_if(orphans, [&](ThreadCache* c) {
-      if (InSlots(c)) return false;
-      delete c;
-      return true;
-    });
+    for (ThreadCache** at = &orphans; *at != nullptr;) {
+      ThreadCache* c = *at;
+      if (InSlots(c)) {
+        at = &c->next_free;
+      } else {
+        *at = c->next_free;
+        ThreadCache::Delete(c);
+      }
+    }
   }
 
   // Slot 0's heap id while a drainer of that heap has marked it: no heap has it (heap ids count
@@ -207,11 +214,11 @@ Heap::~Heap() {
   // and bins are not touched: the page map, spans, stacks and bins' storage go with the members.
   MutexLock lock(&mu_);
   for (ThreadCache* c : caches_) {
-    if (!c->owner->Adopt(c)) delete c;
+    if (!c->owner->Adopt(c)) ThreadCache::Delete(c);
   }
   while (ThreadCache* c = free_caches_) {
     free_caches_ = c->next_free;
-    delete c;
+    ThreadCache::Delete(c);
   }
 }
 
@@ -219,7 +226,8 @@ ThreadCache* Heap::CacheSlow() noexcept {
   ThreadCacheOwner& owner = tls_cache_owner;
   ThreadCacheSlots& t = *owner.slots;
   constexpr int kSlots = ThreadCacheSlots::kSlots;
-  // Slot 0 may hold this heap's cache marked by a drainer; the others hold it unmarked.
+  // A slot may hold this heap's cache marked by a drainer (slot 0 when it was marked; moves
+  // between slots keep the id as it is).
   const auto holds = [&](int i) {
     const std::uint64_t id = t.heap_id[i].load(std::memory_order_relaxed);
     return id == id_ || id == ThreadCacheOwner::Marked(id_);
@@ -243,9 +251,8 @@ ThreadCache* Heap::CacheSlow() noexcept {
           cache = free_caches_;
           free_caches_ = cache->next_free;
           cache->next_free = nullptr;
-        } else if (!(cache =
-                         new (std::nothrow) ThreadCache(id_, thread_cache_budget_, &metadata_))) {
-          return nullptr;  // out of memory: this call goes around the caches
+        } else if (!(cache = ThreadCache::New(id_, thread_cache_budget_, &metadata_))) {
+          return nullptr;  // no metadata memory: this call goes around the caches
         }
         cache->owner = &owner;  // before a drainer can find it
         caches_.push_back(cache);
@@ -259,10 +266,11 @@ ThreadCache* Heap::CacheSlow() noexcept {
     t.cache[i] = t.cache[i - 1];
   }
   // Unmarked even while a drain is pending: every caller goes through Acquire, which waits the
-  // drain out, before this thread's next inline call reads the slot.
+  // drain out, before this thread's next inline call reads the slot (the inline paths are not
+  // async-signal-safe: a signal handler's call between the two could reach the bins).
   t.heap_id[0].store(id_, std::memory_order_relaxed);
   t.cache[0] = cache;
-  if (!owner.orphans.empty()) owner.DeleteLeftOrphans();  // one may have been evicted
+  if (owner.orphans != nullptr) owner.DeleteLeftOrphans();  // one may have been evicted
   return cache;
 }
 

@@ -28,8 +28,9 @@
 // test slot 0's heap id anyway: marked, it matches no heap), issues membarrier(PRIVATE_EXPEDITED)
 // (a memory barrier on every CPU running this process), then waits until the cache's `busy`
 // flag (set by its owner around every touch of its bins, before it reads the slot's id or
-// `drain`) is clear, and empties it; the owner, finding `drain` set, waits for the drainer, and
-// puts the cache back in slot 0 unmarked once `drain` is clear. Without membarrier (an old kernel,
+// `drain`) is clear, and empties it; the owner, finding its slot marked, calls the library,
+// which puts the cache back in slot 0 unmarked and then, finding `drain` set, waits for the
+// drainer (Acquire) before the thread touches the bins again. Without membarrier (an old kernel,
 // a seccomp sandbox) only the caller's own cache is emptied and the others are asked to empty
 // themselves at their owner's next call into the heap.
 //
@@ -273,7 +274,8 @@ class Heap {
   std::atomic<std::uint64_t> drains_{0};
 
   mutable Mutex mu_;
-  // Caches in use (each by its thread; in metadata_), and caches of exited threads for reuse.
+  // Caches in use (each by its thread; heads from ThreadCache::New, bins in metadata_), and
+  // caches of exited threads for reuse.
   std::vector<ThreadCache*> caches_ ABSL_GUARDED_BY(mu_);
   ThreadCache* free_caches_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Debug checks only: every live block and the size it was allocated with.

@@ -1,7 +1,8 @@
 // MetadataArena: where a heap keeps its own bookkeeping (page map arrays, span records, transfer
-// stacks, thread caches and their bins): bump allocation from regions the os layer maps
-// (os::MapMetadata), never malloc or operator new, all given back at once when the heap goes.
-// Nothing is freed one by one: callers recycle what they can (spans, thread caches) themselves.
+// stacks, thread caches' bins; not the caches' heads: ThreadCache::New): bump allocation from
+// regions the os layer maps (os::MapMetadata), never malloc or operator new, all given back at once
+// when the heap goes. Nothing is freed one by one: callers recycle what they can (spans)
+// themselves.
 //
 // Thread safety: Allocate from any thread (its own lock, taken last: after any other lock).
 #ifndef PINPOOL_HEAP_METADATA_H_

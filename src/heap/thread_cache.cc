@@ -1,11 +1,17 @@
 // ThreadCache's slow paths (thread_cache.h has the contract; the fast path's pop and push are in
 // heap.h): a bin's storage made on first use, refills from the central layer, flushes of the
 // oldest blocks, halving every bin when over budget. Run by the owning thread, or by a drainer
-// holding the handshake.
+// holding the handshake. And where heads live (New, Delete).
 #include "heap/thread_cache.h"
+
+#include <sanitizer/asan_interface.h>
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+
+#include "heap/spin_lock.h"
+#include "os/os.h"
 
 namespace pinpool::internal {
 
@@ -15,6 +21,62 @@ ThreadCache::ThreadCache(std::uint64_t id, std::size_t budget_bytes, MetadataAre
 }
 
 ThreadCache::~ThreadCache() = default;
+
+namespace {
+// Free heads (the storage of deleted ones), and the rest of the last mapping (bump allocation).
+// The lock is taken after any other.
+struct FreeHead {
+  FreeHead* next;
+};
+constinit SpinLock heads_lock;
+FreeHead* free_heads ABSL_GUARDED_BY(heads_lock) = nullptr;
+std::uintptr_t heads_next ABSL_GUARDED_BY(heads_lock) = 0;
+std::uintptr_t heads_end ABSL_GUARDED_BY(heads_lock) = 0;
+std::size_t heads_live ABSL_GUARDED_BY(heads_lock) = 0;
+constexpr std::size_t kHeadSize = (sizeof(ThreadCache) + 63) & ~std::size_t{63};
+constexpr std::size_t kHeadsMapping = std::size_t{256} << 10;
+}  // namespace
+
+ThreadCache* ThreadCache::New(std::uint64_t heap_id, std::size_t budget,
+                              MetadataArena* metadata) noexcept {
+  void* at;
+  {
+    SpinLockHolder hold(&heads_lock);
+    if (free_heads != nullptr) {
+      at = free_heads;
+      free_heads = free_heads->next;
+    } else {
+      if (heads_end - heads_next < kHeadSize) {
+        void* more = os::MapMetadata(kHeadsMapping);  // page aligned
+        if (more == nullptr) return nullptr;
+        heads_next = reinterpret_cast<std::uintptr_t>(more);
+        heads_end = heads_next + kHeadsMapping;
+      }
+      at = reinterpret_cast<void*>(heads_next);
+      heads_next += kHeadSize;
+    }
+    ++heads_live;
+  }
+  ASAN_UNPOISON_MEMORY_REGION(at, kHeadSize);
+  return new (at) ThreadCache(heap_id, budget, metadata);
+}
+
+void ThreadCache::Delete(ThreadCache* c) noexcept {
+  c->~ThreadCache();
+  auto* free = new (static_cast<void*>(c)) FreeHead{nullptr};
+  SpinLockHolder hold(&heads_lock);
+  free->next = free_heads;
+  free_heads = free;
+  --heads_live;
+  // A use after Delete is a use after free to AddressSanitizer (but for the link word).
+  ASAN_POISON_MEMORY_REGION(reinterpret_cast<char*>(c) + sizeof(FreeHead),
+                            kHeadSize - sizeof(FreeHead));
+}
+
+std::size_t ThreadCache::live_heads() noexcept {
+  SpinLockHolder hold(&heads_lock);
+  return heads_live;
+}
 
 bool ThreadCache::MakeStorage(unsigned c) noexcept {
   Bin& bin = bins[c];

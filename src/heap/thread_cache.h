@@ -47,6 +47,16 @@ struct ThreadCache : fast_v5::CacheHead {
   ThreadCache(std::uint64_t heap_id, std::size_t budget, MetadataArena* metadata);
   ~ThreadCache();
   ThreadCache(const ThreadCache&) = delete;
+  // Where heads live: not in their heap's metadata, since a thread's slot may hold a head after
+  // its heap is gone (Heap), but in metadata mappings of the process that are never unmapped,
+  // 64-byte aligned, recycled through a free list; never malloc or operator new (an application
+  // may route those to a pool). New returns null when the kernel refuses memory. The bins'
+  // storage stays in the heap's metadata (`metadata`).
+  static ThreadCache* New(std::uint64_t heap_id, std::size_t budget,
+                          MetadataArena* metadata) noexcept;
+  static void Delete(ThreadCache* c) noexcept;
+  // Heads made and not deleted, in the process (tests).
+  static std::size_t live_heads() noexcept;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
   // busy, drain (the drain handshake, Heap) and room (bytes the bins may still take: budget -
@@ -54,7 +64,9 @@ struct ThreadCache : fast_v5::CacheHead {
   // by anyone for stats) are the head's.
   const std::uint64_t heap_id;
   const std::intptr_t budget;
-  ThreadCache* next_free = nullptr;  // the heap's list of caches of exited threads, for reuse
+  // The heap's list of caches of exited threads, for reuse, or a thread's list of heads of
+  // destroyed heaps (Heap).
+  ThreadCache* next_free = nullptr;
   // The thread that uses the cache (set, under the heap's lock, when a thread takes the cache):
   // a drainer marks its slot 0 (Heap).
   ThreadCacheOwner* owner = nullptr;

@@ -7,7 +7,7 @@
 //    thread freed serves the allocation;
 //  - draining while other threads allocate and free keeps every block intact and disjoint, also
 //    while they switch between more pools than the inline path's slots (a drainer marks the
-//    owner's first slot; the owner's moves between slots must keep the mark);
+//    owner's first slot, which the owner's switches move between slots and clear);
 //  - a destroyed pool's cache head stays valid while a thread's slots hold it.
 #include <gtest/gtest.h>
 
@@ -22,6 +22,7 @@
 #include <tuple>
 #include <vector>
 
+#include "heap/thread_cache.h"
 #include "pinpool/pool.h"
 
 namespace pinpool {
@@ -263,9 +264,10 @@ TEST(CacheDrainTest, DrainsWhileOtherThreadsChurnKeepEveryBlockIntactAndDisjoint
   EXPECT_GE(drains, 20u);
 }
 
-// A drainer marks the owner's first slot when it holds the drained cache; an owner that moves
-// its caches between slots (more pools than slots: every switch moves one, some leave the slots
-// for the thread's list and come back) must never put a cache being drained back unmarked.
+// A drainer marks the owner's first slot when it holds the drained cache; owners that switch
+// between more pools than slots move marked and unmarked slots around, put a drained cache
+// back in the first slot (the library then waits for the drain) and take caches from their
+// thread's list: blocks stay intact and disjoint throughout.
 TEST(CacheDrainTest, DrainsWhileOtherThreadsSwitchBetweenMorePoolsThanSlotsKeepBlocksIntact) {
   std::vector<std::unique_ptr<Pool>> owned;
   std::vector<Pool*> pools;
@@ -296,14 +298,10 @@ TEST(CacheDrainTest, DrainsWhileOtherThreadsSwitchBetweenMorePoolsThanSlotsKeepB
 
 // A thread's slots keep a destroyed pool's cache head until the thread moves it out or exits:
 // its inline calls of other pools set that head's `busy` before they test the slot's id, so the
-// head must outlive the pool (AddressSanitizer reports a use after free otherwise, and
-// LeakSanitizer a head never deleted).
-TEST(CacheDrainTest, ThreadsKeepUsingOtherPoolsAfterThePoolInTheirFirstSlotIsDestroyed) {
-  std::vector<std::unique_ptr<Pool>> others;
-  for (int i = 0; i < fast_v5::Slots::kSlots + 1; ++i) {
-    others.push_back(Pool::Create(Options()).value());
-  }
-  auto doomed = Pool::Create(Options()).value();
+// head must outlive the pool (AddressSanitizer reports a use after free otherwise), and it is
+// deleted when it leaves the slots or the thread exits (counted: internal::ThreadCache's heads).
+TEST(CacheDrainTest, ADestroyedPoolsHeadLivesWhileASlotHoldsItAndNoLonger) {
+  constexpr int kSlots = fast_v5::Slots::kSlots;
   const auto use = [](Pool& pool) {
     for (int i = 0; i < 100; ++i) {
       Block b = pool.Allocate(64);
@@ -312,34 +310,33 @@ TEST(CacheDrainTest, ThreadsKeepUsingOtherPoolsAfterThePoolInTheirFirstSlotIsDes
       pool.Deallocate(b);
     }
   };
-  std::mutex mu;
-  std::condition_variable cv;
-  int stage = 0;  // 1: the other thread used the doomed pool; 2: it was destroyed
-  std::thread other([&] {
-    use(*doomed);  // its slot 0 now holds the doomed pool's cache
-    std::unique_lock<std::mutex> lock(mu);
-    stage = 1;
-    cv.notify_all();
-    cv.wait(lock, [&] { return stage == 2; });
-    lock.unlock();
-    use(*others[0]);  // sets the dead head's busy, then moves it to slot 1
-  });                 // exits with the head still in a slot: deleted then
-  use(*doomed);
+  const std::size_t start = internal::ThreadCache::live_heads();
   {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return stage == 1; });
-  }
-  doomed.reset();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    stage = 2;
-    cv.notify_all();
-  }
-  // This thread: one pool more than the slots moves the dead head out of them (deleted then).
-  for (auto& pool : others) use(*pool);
-  for (auto& pool : others) use(*pool);
-  other.join();
-  for (auto& pool : others) EXPECT_EQ(pool->GetStats().live_bytes, 0u);
+    std::vector<std::unique_ptr<Pool>> fresh;
+    for (int i = 0; i < kSlots; ++i) fresh.push_back(Pool::Create(Options()).value());
+    // Threads of their own: slots that hold nothing from other tests.
+    std::thread evicts([&] {
+      auto doomed = Pool::Create(Options()).value();
+      const std::size_t before = internal::ThreadCache::live_heads();
+      use(*doomed);  // slot 0: the doomed pool's head
+      doomed.reset();
+      EXPECT_EQ(internal::ThreadCache::live_heads(), before + 1) << "kept while in a slot";
+      use(*fresh[0]);  // sets the dead head's busy first, then moves it to slot 1
+      EXPECT_EQ(internal::ThreadCache::live_heads(), before + 2);
+      for (int i = 1; i < kSlots; ++i) use(*fresh[i]);  // the last one pushes it out
+      EXPECT_EQ(internal::ThreadCache::live_heads(), before + kSlots) << "deleted once out";
+    });
+    evicts.join();
+    std::thread exits([&] {
+      auto doomed = Pool::Create(Options()).value();
+      use(*doomed);
+      doomed.reset();
+      use(*fresh[0]);
+    });  // exits with the dead head in slot 1: deleted then
+    exits.join();
+    for (auto& pool : fresh) EXPECT_EQ(pool->GetStats().live_bytes, 0u);
+  }  // the pools' caches of the exited threads go with them
+  EXPECT_EQ(internal::ThreadCache::live_heads(), start);
 }
 
 }  // namespace
