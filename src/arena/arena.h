@@ -66,6 +66,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "os/cgroup.h"
@@ -271,12 +272,15 @@ class Arena {
   // chunk table entry keeps kSlowFreeTag for good (SetGranted no longer clears it) and
   // Withdrawn() is true for its addresses, forever. It stays mapped and registered until
   // FinishGiveBack deregisters it from every domain (last first), unmaps it (a PROT_NONE
-  // reservation again) and closes its file (releasing the lease, unlinking a directory's file).
+  // reservation again), calls `before_close` (the pool records its report there, so that a
+  // process whose truncate waited for the lease finds it) and closes its file (releasing the
+  // lease, unlinking a directory's file).
   // The slot is never used again, so a late free of one of its blocks can never reach a new
   // chunk: the budget has one chunk fewer. BeginGiveBack: kFailedPrecondition unless the slot
   // holds a ready chunk (one being built, trimmed or given back already).
   absl::Status BeginGiveBack(std::uint32_t index);
-  void FinishGiveBack(std::uint32_t index);
+  void FinishGiveBack(
+      std::uint32_t index, absl::FunctionRef<void()> before_close = [] {});
   // True when `p` lies in a chunk withdrawn by BeginGiveBack (given back or being given back).
   // Lock-free.
   bool Withdrawn(const void* p) const noexcept {
@@ -355,10 +359,11 @@ class Arena {
   // them).
   std::size_t CgroupChargePerChunk() const noexcept;
   // Deregisters chunk `c` from every domain (last first; not when `registered` is false: Quiesce
-  // did), unmaps it (a PROT_NONE reservation again) and only then closes `file` (trim.cc); timed
-  // as a trim. No lock held.
-  void TakeDown(const ChunkInfo& c, os::ChunkFile file, bool registered = true)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // did), unmaps it (a PROT_NONE reservation again), calls `before_close` and only then closes
+  // `file` (trim.cc); timed as a trim. No lock held.
+  void TakeDown(
+      const ChunkInfo& c, os::ChunkFile file, bool registered = true,
+      absl::FunctionRef<void()> before_close = [] {}) ABSL_LOCKS_EXCLUDED(mu_);
   // Domain `d`'s Deregister of `keys`, timed (the caller holds domain_mu_[d] where needed).
   void DeregisterTimed(std::size_t d, const Keys& keys);
 

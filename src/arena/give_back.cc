@@ -38,7 +38,7 @@ absl::Status Arena::BeginGiveBack(std::uint32_t index) {
   return absl::OkStatus();
 }
 
-void Arena::FinishGiveBack(std::uint32_t index) {
+void Arena::FinishGiveBack(std::uint32_t index, absl::FunctionRef<void()> before_close) {
   const std::size_t size = config_.chunk_size;
   MutexLock lock(&mu_);
   PINPOOL_CHECK(index < max_chunks_ && slots_[index] == Slot::kGivingBack,
@@ -49,7 +49,7 @@ void Arena::FinishGiveBack(std::uint32_t index) {
   mu_.Unlock();
   // The lease goes last (a truncate waiting for it proceeds): no device and no mapping reaches
   // the pages by then.
-  TakeDown(c, std::move(file), registered);
+  TakeDown(c, std::move(file), registered, before_close);
   mu_.Lock();
   for (std::size_t d = 0; d < c.domain_count; ++d) domain_counters_[d].registered_bytes -= size;
   table_[index].store(kSlowFreeTag, std::memory_order_release);

@@ -19,7 +19,8 @@
 
 namespace pinpool::internal {
 
-void Arena::TakeDown(const ChunkInfo& c, os::ChunkFile file, bool registered) {
+void Arena::TakeDown(const ChunkInfo& c, os::ChunkFile file, bool registered,
+                     absl::FunctionRef<void()> before_close) {
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t d = registered ? c.domain_count : 0; d-- > 0;) {
     MutexLock serial(&domain_mu_[d]);
@@ -27,6 +28,7 @@ void Arena::TakeDown(const ChunkInfo& c, os::ChunkFile file, bool registered) {
   }
   os::UnmapChunk(reinterpret_cast<void*>(c.base), config_.chunk_size);
   // Deregistered and unmapped: now its descriptor (and lease), and its name, go too.
+  before_close();
   file.Close();
   trim_latency_.RecordSince(t0);
 }

@@ -99,18 +99,21 @@ absl::Status Pool::GiveBackChunk(std::uint32_t index, const char* reason,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  arena_->FinishGiveBack(index);
   LostChunk report{.index = index,
                    .base = base,
                    .size = arena_->chunk_size(),
                    .reason = std::move(it->second.reason),
                    .blocks = std::move(it->second.lost)};
   t.pending.erase(it);
-  internal::MutexLock lock(&t.mu);
-  ++t.chunks_given_back;
-  t.lost_blocks += report.blocks.size();
-  for (const LostBlock& b : report.blocks) t.lost_bytes += b.size;
-  t.reports.push_back(std::move(report));
+  // Reported once deregistered and unmapped, before the lease goes: a process whose truncate
+  // waited for the lease finds the report when its truncate returns.
+  arena_->FinishGiveBack(index, [&] {
+    internal::MutexLock lock(&t.mu);
+    ++t.chunks_given_back;
+    t.lost_blocks += report.blocks.size();
+    for (const LostBlock& b : report.blocks) t.lost_bytes += b.size;
+    t.reports.push_back(std::move(report));
+  });
   return absl::OkStatus();
 }
 

@@ -4,7 +4,8 @@
 // slot never reused (the budget has one chunk fewer); what is not a ready chunk is refused; a
 // chunk whose file another process opens shows in BrokenLeases (which checks a bounded number of
 // chunks per call, round robin), and FinishGiveBack lets that
-// process through (lease released, file unlinked).
+// process through (lease released, file unlinked), after what the pool does before that (its
+// report) and after the chunk is deregistered and unmapped.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -90,6 +91,7 @@ TEST(GiveBack, BrokenLeasesNamesTheChunkWhoseFileAnotherProcessOpenedAndFinishLe
   ASSERT_TRUE(arena->Reserve(2 * kChunk).ok());
   EXPECT_TRUE(arena->BrokenLeases().empty());
   const std::string path = FileOf(*arena, 1);
+  const std::uintptr_t base1 = arena->range_base() + kChunk;
   ASSERT_FALSE(path.empty());
   const pid_t child = fork();
   if (child == 0) _exit(open(path.c_str(), O_RDONLY) >= 0 ? 0 : 1);  // waits for the lease
@@ -108,7 +110,17 @@ TEST(GiveBack, BrokenLeasesNamesTheChunkWhoseFileAnotherProcessOpenedAndFinishLe
   EXPECT_TRUE(arena->BrokenLeases().empty()) << "a withdrawn chunk is not named again";
   int status = 0;
   EXPECT_EQ(waitpid(child, &status, WNOHANG), 0) << "the opener did not wait for the lease";
-  arena->FinishGiveBack(1);
+  // What the pool does in between (records the chunk's report) comes after the deregistration
+  // and the unmapping, and before the lease and the file go.
+  bool called = false;
+  arena->FinishGiveBack(1, [&] {
+    called = true;
+    EXPECT_EQ(d->live_registrations(), 1u) << "called before the deregistration";
+    EXPECT_EQ(MappingsIn(base1, base1 + kChunk).none, kChunk) << "called before the unmapping";
+    EXPECT_EQ(waitpid(child, &status, WNOHANG), 0) << "called after the lease went";
+    EXPECT_EQ(access(path.c_str(), F_OK), 0) << "called after the file went";
+  });
+  EXPECT_TRUE(called);
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_NE(access(path.c_str(), F_OK), 0) << "the file is still there";
