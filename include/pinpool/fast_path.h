@@ -141,15 +141,20 @@ PINPOOL_FAST_INLINE void* Launder(void* p) noexcept {
   return p;
 }
 
-// Owner side of the drain handshake, for c = slot 0's cache: true (and c busy) when slot 0 is
-// heap `id`'s and no drainer has marked it; else false (and c not busy). The slot test every
-// path makes anyway is the drain test too: one store more than the test.
-PINPOOL_FAST_INLINE bool Enter(const Slots& t, CacheHead* c, std::uint64_t id) noexcept {
+// Owner side of the drain handshake: sets c's `busy`, then asks `undrained()` (what the drainer
+// wrote before its membarrier); true (and c busy) when it says yes, else false (and c not busy).
+template <typename Undrained>
+PINPOOL_FAST_INLINE bool EnterIf(CacheHead* c, Undrained undrained) noexcept {
   c->busy.store(1, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);  // the drainer's membarrier does the rest
-  if (__builtin_expect(t.heap_id[0].load(std::memory_order_relaxed) == id, 1)) return true;
+  if (__builtin_expect(undrained(), 1)) return true;
   c->busy.store(0, std::memory_order_release);
   return false;
+}
+// The inline paths', for c = slot 0's cache: true when slot 0 is heap `id`'s and no drainer has
+// marked it. The slot test every path makes anyway is the drain test too.
+PINPOOL_FAST_INLINE bool Enter(const Slots& t, CacheHead* c, std::uint64_t id) noexcept {
+  return EnterIf(c, [&] { return t.heap_id[0].load(std::memory_order_relaxed) == id; });
 }
 PINPOOL_FAST_INLINE void Leave(CacheHead* c) noexcept {
   c->busy.store(0, std::memory_order_release);

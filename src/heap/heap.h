@@ -102,11 +102,7 @@ class Heap {
   // The owner's side of the handshake in the library, for a cache of this thread in any slot
   // (the inline paths test slot 0's mark instead): false (and not busy) when a drain is pending.
   static bool Enter(ThreadCache* c) noexcept {
-    c->busy.store(1, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);  // the drainer's membarrier does the rest
-    if (__builtin_expect(c->drain.load(std::memory_order_acquire) == 0, 1)) return true;
-    c->busy.store(0, std::memory_order_release);
-    return false;
+    return fast_v5::EnterIf(c, [c] { return c->drain.load(std::memory_order_acquire) == 0; });
   }
   static void Leave(ThreadCache* c) noexcept { fast_v5::Leave(c); }
   // The inline pop for any size up to the pool's max block (the inline path's table stops at
