@@ -7,47 +7,24 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "pinpool/pool.h"
 #include "support/counting_domain.h"
+#include "support/live_set.h"
 
 namespace pinpool {
 namespace {
 
 using testing::CountingDomain;
+using testing::LiveSet;
 
 struct Live {
   Block block;
   std::uint64_t pattern;
-};
-
-// Live blocks by address, to check that no two overlap. Only touched outside allocator calls.
-class LiveSet {
- public:
-  // False if [data, data+size) overlaps a block already in the set.
-  bool Insert(const Block& b) {
-    const auto start = reinterpret_cast<std::uintptr_t>(b.data());
-    std::lock_guard<std::mutex> lock(mu_);
-    auto next = spans_.lower_bound(start);
-    if (next != spans_.end() && next->first < start + b.size()) return false;
-    if (next != spans_.begin() && std::prev(next)->second > start) return false;
-    spans_.emplace(start, start + b.size());
-    return true;
-  }
-  void Erase(const Block& b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    spans_.erase(reinterpret_cast<std::uintptr_t>(b.data()));
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::uintptr_t, std::uintptr_t> spans_;
 };
 
 std::size_t RandomSize(std::mt19937_64& rng) {

@@ -14,7 +14,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -24,6 +23,7 @@
 
 #include "heap/thread_cache.h"
 #include "pinpool/pool.h"
+#include "support/live_set.h"
 
 namespace pinpool {
 namespace {
@@ -179,25 +179,14 @@ TEST(CacheDrainTest, AnAllocationThatWouldFailForBudgetDrainsAnIdleThreadsCacheA
 class Ledger {
  public:
   void Insert(const Block& b) {
-    const auto s = reinterpret_cast<std::uintptr_t>(b.data());
-    std::lock_guard<std::mutex> lock(mu_);
-    auto next = live_.lower_bound(s);
-    if ((next != live_.end() && next->first < s + b.size()) ||
-        (next != live_.begin() && std::prev(next)->second > s)) {
-      ++failures_;
-    }
-    live_[s] = s + b.size();
+    if (!live_.Insert(b)) ++failures_;
   }
-  void Erase(const Block& b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_.erase(reinterpret_cast<std::uintptr_t>(b.data()));
-  }
+  void Erase(const Block& b) { live_.Erase(b); }
   void Fail() { ++failures_; }
   int failures() const { return failures_.load(); }
 
  private:
-  std::mutex mu_;
-  std::map<std::uintptr_t, std::uintptr_t> live_;  // start -> end
+  testing::LiveSet live_;
   std::atomic<int> failures_{0};
 };
 
