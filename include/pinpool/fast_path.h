@@ -17,7 +17,8 @@
 // change to any of them renames it (v1 had per-chunk page map arrays and another class table;
 // v2 tested a chunk table for granted blocks instead of the page map entry's grant tag; v3's
 // Pool kept the range's size in 16-byte units and the page map's own address; v4 read a
-// cache's `drain` word instead of a drainer's mark on slot 0), so a
+// cache's `drain` word instead of a drainer's mark on slot 0; v5's size table held class
+// indexes where v6's holds row offsets), so a
 // program built against other headers fails to load (an undefined symbol: tls_slots or classes)
 // instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
@@ -41,7 +42,7 @@
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v5 {
+namespace pinpool::fast_v6 {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
@@ -82,8 +83,6 @@ extern PINPOOL_EXPORT constinit thread_local Slots tls_slots
     __attribute__((tls_model("initial-exec")));
 
 struct ClassTable {
-  // The class of `size` bytes (1 .. kMaxFastSize) is small[(size + 15) >> 4].
-  std::uint8_t small[kMaxFastSize / 16 + 1];
   // Row c + 1 is class c's (32 bytes, as a Bin: a page map entry & 0xfe0 is the row's byte
   // offset); row 0 is all zero, for page map entries of 0, and fails every test below.
   struct Class {
@@ -96,6 +95,10 @@ struct ClassTable {
     // and reads these two words as its magic and size, so that it fails every test below.
     std::uint64_t zero[2];
   } cls[kNumClasses + 1];
+  // The row of `size` bytes (1 .. kMaxFastSize) is row[(size + 15) >> 4]: its class's row's
+  // byte offset in cls, (class + 1) * 32, which is also where the class's bin ends in a cache's
+  // bins (BinOfRow). Stored as the offset, not the class: no arithmetic between load and use.
+  std::uint16_t row[kMaxFastSize / 16 + 1];
 };
 extern PINPOOL_EXPORT const ClassTable classes;
 #ifdef PINPOOL_BUILDING_LIBRARY
@@ -160,14 +163,22 @@ PINPOOL_FAST_INLINE void Leave(CacheHead* c) noexcept {
   c->busy.store(0, std::memory_order_release);
 }
 
+// A row's class and bin: the class's row is one after the bin's byte offset in the cache (row 0
+// of the table is the page map's "no block here").
+PINPOOL_FAST_INLINE const ClassTable::Class& ClassRow(std::uintptr_t row) noexcept {
+  return *reinterpret_cast<const ClassTable::Class*>(
+      reinterpret_cast<std::uintptr_t>(Classes().cls) + row);
+}
+PINPOOL_FAST_INLINE Bin& BinOfRow(CacheHead* c, std::uintptr_t row) noexcept {
+  return *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) - sizeof(Bin) + row);
+}
 // A block of `size` bytes (1 .. kMaxFastSize) from this thread's cache of heap `id`, or null.
 PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   Slots& t = tls_slots;
-  // The bin's byte offset, computed once (32-byte bins): the pop's loads and its store share it.
-  const std::uintptr_t row = std::uintptr_t{Classes().small[(size + 15) >> 4]} << 5;
+  const std::uintptr_t row = Classes().row[(size + 15) >> 4];
   CacheHead* c = t.cache[0];
   if (!Enter(t, c, id)) return nullptr;
-  Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) + row);
+  Bin& bin = BinOfRow(c, row);
   void** top = bin.top;
   if (__builtin_expect(top == bin.bottom, 0)) {
     Leave(c);
@@ -175,9 +186,7 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   }
   bin.top = --top;
   void* p = *top;
-  // The class's row is one after the bin's offset (row 0 is the page map's "no block here").
-  const auto& k = *reinterpret_cast<const ClassTable::Class*>(
-      reinterpret_cast<std::uintptr_t>(Classes().cls) + sizeof(ClassTable::Class) + row);
+  const ClassTable::Class& k = ClassRow(row);
   c->room.store(c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(k.size),
                 std::memory_order_relaxed);
   Leave(c);
@@ -185,45 +194,16 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   return p;
 }
 
-// A free onto this thread's cache of heap `id`: true when done, false when the library must look
-// (then nothing was changed). `slot` is the page map's entry for p's page (p is in the pool's
-// range; its alignment is the block start test's). Checks, from the entry, that no grant may reach
-// a block starting on the page and that p is exactly a block's start (so the class is the block's
-// own, whatever size the caller names) and that `size` (0: unknown) fits it; then the free mark.
-// The entry is read inside the drain handshake (after Enter): a chunk the heap forgets
-// (Heap::ForgetChunk, when its memory is given back) has its entries cleared while every cache's
-// drain is held, so a free that passes Enter reads the cleared entry and goes to the library,
-// and one that read the entry earlier is waited for by the drainer before anything is forgotten.
-// Read before Enter, a free could check an entry, stall, and push a block of a chunk forgotten
-// meanwhile. Pool::Deallocate passes p through Launder first.
-PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
-                                 void* p, std::size_t size) noexcept {
-  Slots& t = tls_slots;
-  CacheHead* c = t.cache[0];
-  if (!Enter(t, c, id)) return false;
-  const std::uint32_t entry = slot.load(std::memory_order_relaxed);
-  // The entry's bits 5..11 are the class + 1 (only the library writes entries), so entry & 0xfe0
-  // is the byte offset of the class's row; an entry of 0 (no block starts on this page) selects
-  // row 0, which fails the block start test, and so does an entry with the grant tag (bit 4: the
-  // row's zero half). Bins are 32 bytes too, from class 0: the bin is one row before. No range
-  // test, no test for 0, no test of the tag.
-  const std::uintptr_t row = entry & kRowMask;
-  const auto& k = *reinterpret_cast<const ClassTable::Class*>(
-      reinterpret_cast<std::uintptr_t>(Classes().cls) + row);
-  // p's offset from its span's start, modulo the class size (the entry's top 16 bits: the
-  // page's offset from the span's start modulo the class size).
-  const std::uintptr_t offset =
-      (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
-  if (__builtin_expect(!AtBlockStart(k, offset) || size > k.size, 0)) {
-    Leave(c);
-    return false;
-  }
+// The part of a free common to both forms below, for c busy and p the start of a block of class
+// row k (whose bin is `bin`): the free mark, the budget and the bin's room, then the push; leaves
+// c.
+PINPOOL_FAST_INLINE bool PushChecked(CacheHead* c, const ClassTable::Class& k, Bin& bin,
+                                     std::uint64_t secret, void* p) noexcept {
   const std::uint64_t mark = FreeMark(secret, p);
   if (__builtin_expect(*static_cast<MarkWord*>(p) == mark, 0)) {
     Leave(c);
     return false;
   }
-  Bin& bin = *reinterpret_cast<Bin*>(reinterpret_cast<std::uintptr_t>(c->bins) - sizeof(Bin) + row);
   // The budget first: the subtraction's sign is the test.
   const std::intptr_t room =
       c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
@@ -240,6 +220,70 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const P
   return true;
 }
 
-}  // namespace pinpool::fast_v5
+// p's offset from its span's start, modulo the class size: the entry's top 16 bits are the
+// page's offset from the span's start modulo the class size.
+PINPOOL_FAST_INLINE std::uintptr_t SpanOffset(std::uint32_t entry, const void* p) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
+}
+
+// A free onto this thread's cache of heap `id`: true when done, false when the library must look
+// (then nothing was changed). `slot` is the page map's entry for p's page (p is in the pool's
+// range; its alignment is the block start test's). Checks, from the entry, that no grant may reach
+// a block starting on the page and that p is exactly a block's start (so the class is the block's
+// own); then the free mark. The entry is read inside the drain handshake (after Enter): a chunk
+// the heap forgets (Heap::ForgetChunk, when its memory is given back) has its entries cleared
+// while every cache's drain is held, so a free that passes Enter reads the cleared entry and goes
+// to the library, and one that read the entry earlier is waited for by the drainer before
+// anything is forgotten. Read before Enter, a free could check an entry, stall, and push a block
+// of a chunk forgotten meanwhile. Pool::Deallocate passes p through Launder first.
+PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
+                                 void* p) noexcept {
+  Slots& t = tls_slots;
+  CacheHead* c = t.cache[0];
+  if (!Enter(t, c, id)) return false;
+  const std::uint32_t entry = slot.load(std::memory_order_relaxed);
+  // The entry's bits 5..11 are the class + 1 (only the library writes entries), so entry & 0xfe0
+  // is the byte offset of the class's row; an entry of 0 (no block starts on this page) selects
+  // row 0, which fails the block start test, and so does an entry with the grant tag (bit 4: the
+  // row's zero half). Bins are 32 bytes too, from class 0: the bin is one row before. No range
+  // test, no test for 0, no test of the tag.
+  const std::uintptr_t row = entry & kRowMask;
+  const ClassTable::Class& k = ClassRow(row);
+  if (__builtin_expect(!AtBlockStart(k, SpanOffset(entry, p)), 0)) {
+    Leave(c);
+    return false;
+  }
+  return PushChecked(c, k, BinOfRow(c, row), secret, p);
+}
+
+// The same free of a block of `size` bytes (1 .. kMaxFastSize) as the caller says it was
+// allocated: the class, its row and its bin come from the size, and the entry must name the same
+// row (which also rejects the grant tag and "no block here"). Same checks as TryPush, but the bin
+// no longer waits for the page map's load: the push's stores depend on p's load only, and the
+// entry feeds a test. A block whose class is not the size's (an alignment above 16 chose another,
+// or Reallocate shrank it in place) goes to the library, which frees it.
+PINPOOL_FAST_INLINE bool TryPushSized(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
+                                      void* p, std::size_t size) noexcept {
+  Slots& t = tls_slots;
+  const std::uintptr_t row = Classes().row[(size + 15) >> 4];
+  CacheHead* c = t.cache[0];
+  if (!Enter(t, c, id)) return false;
+  const std::uint32_t entry = slot.load(std::memory_order_relaxed);
+  const ClassTable::Class& k = ClassRow(row);
+  if (__builtin_expect((entry & kRowMask) != row || !AtBlockStart(k, SpanOffset(entry, p)), 0)) {
+    Leave(c);
+    return false;
+  }
+  return PushChecked(c, k, BinOfRow(c, row), secret, p);
+}
+
+// A free of p with `size` as the caller gives it (0: unknown; above kMaxFastSize: the library's).
+PINPOOL_FAST_INLINE bool TryFree(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
+                                 void* p, std::size_t size) noexcept {
+  if (__builtin_expect(size - 1 < kMaxFastSize, 1)) return TryPushSized(id, secret, slot, p, size);
+  return size == 0 && TryPush(id, secret, slot, p);
+}
+
+}  // namespace pinpool::fast_v6
 
 #endif  // PINPOOL_FAST_PATH_H_

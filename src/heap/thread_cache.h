@@ -37,12 +37,12 @@ struct ThreadCacheOwner;  // heap.cc: a thread's caches, slots and their lock
 
 // The head (handshake words, byte room, bins) is the inline fast path's (pinpool/fast_path.h):
 // its layout is part of the ABI.
-struct ThreadCache : fast_v5::CacheHead {
+struct ThreadCache : fast_v6::CacheHead {
   // A stack of free blocks: [bottom, top) are held, top grows towards limit; the most recently
   // freed block is reused first. Storage comes from the heap's MetadataArena on the bin's first
   // push (a thread pays only for the classes it uses); until then top == bottom == limit == null
   // (empty and full: the slow path).
-  using Bin = fast_v5::Bin;
+  using Bin = fast_v6::Bin;
 
   ThreadCache(std::uint64_t heap_id, std::size_t budget, MetadataArena* metadata);
   ~ThreadCache();

@@ -73,23 +73,23 @@ TEST(PageMapTest, ALargeBlockStartsOnlyAtItsFirstByte) {
 }
 
 TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
-  const fast_v5::ClassTable& table = fast_v5::classes;
+  const fast_v6::ClassTable& table = fast_v6::classes;
   for (unsigned c = 0; c < kNumClasses; ++c) {
     for (std::size_t delta = 0; delta <= (IsSlabClass(c) ? PageMap::kMaxDelta : 0); ++delta) {
       const std::uint32_t e = PageMap::Encode(c, delta);
-      const std::size_t row = (e & fast_v5::kRowMask) / sizeof(fast_v5::ClassTable::Class);
+      const std::size_t row = (e & fast_v6::kRowMask) / sizeof(fast_v6::ClassTable::Class);
       ASSERT_EQ(row, c + 1) << c << " " << delta;
       ASSERT_EQ(table.cls[row].size, ClassSize(c));
     }
     // The inline test agrees with the heap's on every 16-byte offset of a span of the class.
     const std::size_t span = IsSlabClass(c) ? Class(c).pages * kPageSize : kPageSize;
     for (std::uintptr_t off = 0; off < span && off < (1u << 20); off += 16) {
-      ASSERT_EQ(fast_v5::AtBlockStart(table.cls[c + 1], off), IsBlockOffset(c, off))
+      ASSERT_EQ(fast_v6::AtBlockStart(table.cls[c + 1], off), IsBlockOffset(c, off))
           << c << " " << off;
     }
   }
   for (std::uintptr_t off = 0; off < (1u << 17); off += 16) {
-    ASSERT_FALSE(fast_v5::AtBlockStart(table.cls[0], off)) << "row 0 at offset " << off;
+    ASSERT_FALSE(fast_v6::AtBlockStart(table.cls[0], off)) << "row 0 at offset " << off;
   }
 }
 
@@ -97,7 +97,7 @@ TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
 // nothing is a block's start; the heap's own readings of the entry ignore it; and it is set and
 // cleared on its page alone, leaving the entry as it was.
 TEST(PageMapTest, TheGrantTagFailsTheInlineFreeAndNothingElse) {
-  const fast_v5::ClassTable& table = fast_v5::classes;
+  const fast_v6::ClassTable& table = fast_v6::classes;
   for (unsigned c = 0; c < kNumClasses; ++c) {
     const std::uint32_t tagged = PageMap::Encode(c, 0) | PageMap::kGrantTag;
     EXPECT_EQ(PageMap::ClassOf(tagged), c);
@@ -105,10 +105,10 @@ TEST(PageMapTest, TheGrantTagFailsTheInlineFreeAndNothingElse) {
     unsigned cls = kNumClasses;
     EXPECT_TRUE(PageMap::IsBlockStart(tagged, kBase, &cls));
     EXPECT_EQ(cls, c);
-    const auto& row = *reinterpret_cast<const fast_v5::ClassTable::Class*>(
-        reinterpret_cast<std::uintptr_t>(table.cls) + (tagged & fast_v5::kRowMask));
+    const auto& row = *reinterpret_cast<const fast_v6::ClassTable::Class*>(
+        reinterpret_cast<std::uintptr_t>(table.cls) + (tagged & fast_v6::kRowMask));
     for (std::uintptr_t off = 0; off < 4 * ClassSize(c) && off < (1u << 17); off += 16) {
-      ASSERT_FALSE(fast_v5::AtBlockStart(row, off)) << "class " << c << " offset " << off;
+      ASSERT_FALSE(fast_v6::AtBlockStart(row, off)) << "class " << c << " offset " << off;
     }
   }
   const std::uint32_t tagged_empty = PageMap::kGrantTag;  // a page where no block starts
