@@ -15,6 +15,7 @@
 //                                       small    64 B - 1 KiB,  W = 16
 //                                       medium   4 - 64 KiB,    W = 256
 //                                       64k      64 KiB,        W = 256
+//                                       64k1024  64 KiB,        W = 1024 (64 MiB outstanding)
 //                                       large    1 - 4 MiB,     W = 16
 //                                     sizes log-uniform in the range; 1 and 2 threads (each its
 //                                     own window).
@@ -62,6 +63,7 @@ struct WindowShape {
 constexpr WindowShape kWindows[] = {{"small", 64, 1 << 10, 16},
                                     {"medium", 4 << 10, 64 << 10, 256},
                                     {"64k", 64 << 10, 64 << 10, 256},
+                                    {"64k1024", 64 << 10, 64 << 10, 1024},
                                     {"large", 1 << 20, 4 << 20, 16}};
 
 constexpr std::size_t kOps = 1 << 16;  // steps before a sequence repeats

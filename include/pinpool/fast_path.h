@@ -230,14 +230,16 @@ PINPOOL_FAST_INLINE std::uintptr_t SpanOffset(std::uint32_t entry, const void* p
 // (then nothing was changed). `slot` is the page map's entry for p's page (p is in the pool's
 // range; its alignment is the block start test's). Checks, from the entry, that no grant may reach
 // a block starting on the page and that p is exactly a block's start (so the class is the block's
-// own); then the free mark. The entry is read inside the drain handshake (after Enter): a chunk
-// the heap forgets (Heap::ForgetChunk, when its memory is given back) has its entries cleared
-// while every cache's drain is held, so a free that passes Enter reads the cleared entry and goes
-// to the library, and one that read the entry earlier is waited for by the drainer before
-// anything is forgotten. Read before Enter, a free could check an entry, stall, and push a block
-// of a chunk forgotten meanwhile. Pool::Deallocate passes p through Launder first.
+// own, whatever size the caller names) and that `size` (0: unknown) fits it; then the free mark.
+// TryFree uses it for frees by address and sized frees above kMaxFastSize. The entry is read inside
+// the drain handshake (after Enter): a chunk the heap forgets (Heap::ForgetChunk, when its memory
+// is given back) has its entries cleared while every cache's drain is held, so a free that passes
+// Enter reads the cleared entry and goes to the library, and one that read the entry earlier is
+// waited for by the drainer before anything is forgotten. Read before Enter, a free could check an
+// entry, stall, and push a block of a chunk forgotten meanwhile. Pool::Deallocate passes p through
+// Launder first.
 PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
-                                 void* p) noexcept {
+                                 void* p, std::size_t size) noexcept {
   Slots& t = tls_slots;
   CacheHead* c = t.cache[0];
   if (!Enter(t, c, id)) return false;
@@ -249,7 +251,7 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const P
   // test, no test for 0, no test of the tag.
   const std::uintptr_t row = entry & kRowMask;
   const ClassTable::Class& k = ClassRow(row);
-  if (__builtin_expect(!AtBlockStart(k, SpanOffset(entry, p)), 0)) {
+  if (__builtin_expect(!AtBlockStart(k, SpanOffset(entry, p)) || size > k.size, 0)) {
     Leave(c);
     return false;
   }
@@ -277,11 +279,12 @@ PINPOOL_FAST_INLINE bool TryPushSized(std::uint64_t id, std::uint64_t secret, co
   return PushChecked(c, k, BinOfRow(c, row), secret, p);
 }
 
-// A free of p with `size` as the caller gives it (0: unknown; above kMaxFastSize: the library's).
+// A free of p with `size` as the caller gives it (0: unknown): up to kMaxFastSize, the bin from
+// the size; else from the page map entry.
 PINPOOL_FAST_INLINE bool TryFree(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
                                  void* p, std::size_t size) noexcept {
   if (__builtin_expect(size - 1 < kMaxFastSize, 1)) return TryPushSized(id, secret, slot, p, size);
-  return size == 0 && TryPush(id, secret, slot, p);
+  return TryPush(id, secret, slot, p, size);
 }
 
 }  // namespace pinpool::fast_v6

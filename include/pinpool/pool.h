@@ -162,8 +162,10 @@ class PINPOOL_EXPORT Pool {
     data = fast_v6::Launder(data);
     if (!TryFreeFast(data, size)) DeallocateSlow(data, size);
   }
-  // Frees by address alone (C-style): as fast, and checked as closely, as the sized free (the
-  // block's size class comes from the pool's page map either way). Null is ignored.
+  // Frees by address alone (C-style): checked as closely as the sized free, and as fast but for
+  // a pair of allocate and free (the block's class comes from the pool's page map, which the
+  // free must read before it knows the bin; a sized free up to 64 KiB takes the bin from the
+  // size and tests that the page map names the same class). Null is ignored.
   PINPOOL_FAST_INLINE void Deallocate(void* data) noexcept { Deallocate(data, 0); }
 
   // An array of `count` elements of `element_size` bytes, each aligned to `alignment` (a power
@@ -385,9 +387,9 @@ class PINPOOL_EXPORT Pool {
   // the pool's range; then, from p's page map entry (one flat array over the range: one load),
   // no grant reaching a block that starts on the page (the entry's grant tag), p exactly a
   // block's start of the default heap (which also makes it 16-byte aligned: every class's size
-  // and every span's start are multiples of 16) and `size` no larger than it (entries of pages in
-  // chunks the heap does not hold, unmapped ones included, are 0 and fail); not free already
-  // (the free mark). False when the library must look: it holds granted blocks and aborts on
+  // and every span's start are multiples of 16) and `size` no larger than it (a sized free up
+  // to 64 KiB: the entry names the size's class; entries of pages in chunks the heap does not
+  // hold, unmapped ones included, are 0 and fail); not free already (the free mark). False when the library must look: it holds granted blocks and aborts on
   // misuse naming the rule. The entry's address is taken from p alone (AtAddress), not from the
   // range test's subtraction, so that it waits for one shift of p.
   PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
