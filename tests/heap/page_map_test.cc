@@ -93,6 +93,30 @@ TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
   }
 }
 
+// A sized free up to 64 KiB takes its row from the size and requires the entry's to be the same:
+// the size lookup names the heap's class of every size, a class whose blocks hold the size, and
+// an entry's row equals a size's row exactly when the entry's class is the size's; an entry of 0
+// and one with the grant tag equal no size's row.
+TEST(PageMapTest, ASizesRowIsItsClassAndOnlyThatClassesEntriesMatchIt) {
+  const fast_v6::ClassTable& table = fast_v6::classes;
+  constexpr std::size_t kRow = sizeof(fast_v6::ClassTable::Class);
+  for (std::size_t size = 1; size <= fast_v6::kMaxFastSize; size += (size < 64 ? 1 : 16)) {
+    const std::uint32_t row = table.row[(size + 15) >> 4];
+    ASSERT_EQ(row, (SizeClass(size) + 1) * kRow) << size;
+    ASSERT_GE(table.cls[row / kRow].size, size) << size;
+    ASSERT_NE(row, 0u);
+    ASSERT_EQ(row & fast_v6::kGrantTag, 0u) << size;
+  }
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    const std::uint32_t e = PageMap::Encode(c, 0);
+    for (std::size_t size = 16; size <= fast_v6::kMaxFastSize; size += 16) {
+      const std::uint32_t row = table.row[(size + 15) >> 4];
+      ASSERT_EQ((e & fast_v6::kRowMask) == row, SizeClass(size) == c) << c << " " << size;
+      ASSERT_NE(((e | PageMap::kGrantTag) & fast_v6::kRowMask), row) << c << " " << size;
+    }
+  }
+}
+
 // The grant tag: with it, the inline free's row is the zero half of the class's row, where
 // nothing is a block's start; the heap's own readings of the entry ignore it; and it is set and
 // cleared on its page alone, leaving the entry as it was.
