@@ -81,8 +81,16 @@ std::size_t ThreadCache::live_heads() noexcept {
 bool ThreadCache::MakeStorage(unsigned c) noexcept {
   Bin& bin = bins[c];
   if (bin.bottom != nullptr) return true;
-  void** storage = metadata_->AllocateArray<void*>(Class(c).bin_cap);
+  // Coloured: bin c starts (c mod 64) cache lines into its storage. The small classes' bins are
+  // 16 KiB each, made one after another: uncoloured, the tops of two bins holding as many blocks
+  // lie a multiple of 4 KiB apart, and a pop from one after a push onto the other (a window of
+  // blocks of several sizes) waits on the push, which the CPU takes for a store to the same
+  // address (4 KiB aliasing). 64 B-1 KiB windows 11.5-11.9 -> 10.2-11.2 ns. Costs up to 4 KiB of
+  // metadata a bin (about 2 KiB on average).
+  const std::size_t color = (c % 64) * (64 / sizeof(void*));
+  void** storage = metadata_->AllocateArray<void*>(Class(c).bin_cap + color);
   if (storage == nullptr) return false;
+  storage += color;
   bin.bottom = bin.top = storage;
   bin.limit = bin.bottom + Class(c).bin_cap;
   used_[used_count_++] = static_cast<std::uint8_t>(c);

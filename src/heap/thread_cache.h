@@ -40,8 +40,9 @@ struct ThreadCacheOwner;  // heap.cc: a thread's caches, slots and their lock
 struct ThreadCache : fast_v6::CacheHead {
   // A stack of free blocks: [bottom, top) are held, top grows towards limit; the most recently
   // freed block is reused first. Storage comes from the heap's MetadataArena on the bin's first
-  // push (a thread pays only for the classes it uses); until then top == bottom == limit == null
-  // (empty and full: the slow path).
+  // push (a thread pays only for the classes it uses), bin c starting (c mod 64) cache lines
+  // into it (MakeStorage: staggers the bins' tops against 4 KiB aliasing); until then top ==
+  // bottom == limit == null (empty and full: the slow path).
   using Bin = fast_v6::Bin;
 
   ThreadCache(std::uint64_t heap_id, std::size_t budget, MetadataArena* metadata);
