@@ -389,9 +389,10 @@ class PINPOOL_EXPORT Pool {
   // block's start of the default heap (which also makes it 16-byte aligned: every class's size
   // and every span's start are multiples of 16) and `size` no larger than it (a sized free up
   // to 64 KiB: the entry names the size's class; entries of pages in chunks the heap does not
-  // hold, unmapped ones included, are 0 and fail); not free already (the free mark). False when the library must look: it holds granted blocks and aborts on
-  // misuse naming the rule. The entry's address is taken from p alone (AtAddress), not from the
-  // range test's subtraction, so that it waits for one shift of p.
+  // hold, unmapped ones included, are 0 and fail); not free already (the free mark). False when the
+  // library must look: it holds granted blocks and aborts on misuse naming the rule. The entry's
+  // address is taken from p alone (AtAddress), not from the range test's subtraction, so that it
+  // waits for one shift of p.
   PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
     const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(data);
     if (__builtin_expect(a - range_base_ >= range_size_, 0)) return false;
