@@ -194,16 +194,57 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   return p;
 }
 
-// The part of a free common to both forms below, for c busy and p the start of a block of class
-// row k (whose bin is `bin`): the free mark, the budget and the bin's room, then the push; leaves
-// c.
-PINPOOL_FAST_INLINE bool PushChecked(CacheHead* c, const ClassTable::Class& k, Bin& bin,
-                                     std::uint64_t secret, void* p) noexcept {
+// p's offset from its span's start, modulo the class size: the entry's top 16 bits are the
+// page's offset from the span's start modulo the class size.
+PINPOOL_FAST_INLINE std::uintptr_t SpanOffset(std::uint32_t entry, const void* p) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
+}
+
+// A free onto this thread's cache of heap `id`: true when done, false when the library must look
+// (then nothing was changed). `slot` is the page map's entry for p's page (p is in the pool's
+// range; its alignment is the block start test's). Checks, from the entry, that no grant may reach
+// a block starting on the page, that p is exactly a block's start and that `size` (0: unknown)
+// fits the block; then the free mark. Pool::Deallocate passes p through Launder first.
+//
+// Where the class's row (and so the bin) comes from is the one difference between the forms:
+//   - kBySize (a size of 1 .. kMaxFastSize): from the size, as the pop's, and the entry must name
+//     the same row, which also rejects the grant tag and "no block here"; the size's class holds
+//     the size by construction. The bin does not wait for the page map's load: in a pair the
+//     push's stores depend on p's load only, and the entry feeds a test. A block whose class is
+//     not the size's (an alignment above 16 chose another, or Reallocate shrank it in place) goes
+//     to the library, which files it under its own class.
+//   - else (by address, or a size above kMaxFastSize): from the entry. Its bits 5..11 are the
+//     class + 1 (only the library writes entries), so entry & 0xfe0 is the byte offset of the
+//     class's row; an entry of 0 (no block starts on this page) selects row 0, which fails the
+//     block start test, and so does an entry with the grant tag (bit 4: the row's zero half). No
+//     range test, no test for 0, no test of the tag.
+// The entry is read inside the drain handshake (after Enter): a chunk the heap forgets
+// (Heap::ForgetChunk, when its memory is given back) has its entries cleared while every cache's
+// drain is held, so a free that passes Enter reads the cleared entry and goes to the library,
+// and one that read the entry earlier is waited for by the drainer before anything is forgotten.
+// Read before Enter, a free could check an entry, stall, and push a block of a chunk forgotten
+// meanwhile.
+template <bool kBySize>
+PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
+                                 void* p, std::size_t size) noexcept {
+  Slots& t = tls_slots;
+  const std::uintptr_t size_row = kBySize ? Classes().row[(size + 15) >> 4] : 0;
+  CacheHead* c = t.cache[0];
+  if (!Enter(t, c, id)) return false;
+  const std::uint32_t entry = slot.load(std::memory_order_relaxed);
+  const std::uintptr_t row = kBySize ? size_row : entry & kRowMask;
+  const ClassTable::Class& k = ClassRow(row);
+  const bool fits = kBySize ? (entry & kRowMask) == row : size <= k.size;
+  if (__builtin_expect(!fits || !AtBlockStart(k, SpanOffset(entry, p)), 0)) {
+    Leave(c);
+    return false;
+  }
   const std::uint64_t mark = FreeMark(secret, p);
   if (__builtin_expect(*static_cast<MarkWord*>(p) == mark, 0)) {
     Leave(c);
     return false;
   }
+  Bin& bin = BinOfRow(c, row);
   // The budget first: the subtraction's sign is the test.
   const std::intptr_t room =
       c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
@@ -220,71 +261,11 @@ PINPOOL_FAST_INLINE bool PushChecked(CacheHead* c, const ClassTable::Class& k, B
   return true;
 }
 
-// p's offset from its span's start, modulo the class size: the entry's top 16 bits are the
-// page's offset from the span's start modulo the class size.
-PINPOOL_FAST_INLINE std::uintptr_t SpanOffset(std::uint32_t entry, const void* p) noexcept {
-  return (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
-}
-
-// A free onto this thread's cache of heap `id`: true when done, false when the library must look
-// (then nothing was changed). `slot` is the page map's entry for p's page (p is in the pool's
-// range; its alignment is the block start test's). Checks, from the entry, that no grant may reach
-// a block starting on the page and that p is exactly a block's start (so the class is the block's
-// own, whatever size the caller names) and that `size` (0: unknown) fits it; then the free mark.
-// TryFree uses it for frees by address and sized frees above kMaxFastSize. The entry is read inside
-// the drain handshake (after Enter): a chunk the heap forgets (Heap::ForgetChunk, when its memory
-// is given back) has its entries cleared while every cache's drain is held, so a free that passes
-// Enter reads the cleared entry and goes to the library, and one that read the entry earlier is
-// waited for by the drainer before anything is forgotten. Read before Enter, a free could check an
-// entry, stall, and push a block of a chunk forgotten meanwhile. Pool::Deallocate passes p through
-// Launder first.
-PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
-                                 void* p, std::size_t size) noexcept {
-  Slots& t = tls_slots;
-  CacheHead* c = t.cache[0];
-  if (!Enter(t, c, id)) return false;
-  const std::uint32_t entry = slot.load(std::memory_order_relaxed);
-  // The entry's bits 5..11 are the class + 1 (only the library writes entries), so entry & 0xfe0
-  // is the byte offset of the class's row; an entry of 0 (no block starts on this page) selects
-  // row 0, which fails the block start test, and so does an entry with the grant tag (bit 4: the
-  // row's zero half). Bins are 32 bytes too, from class 0: the bin is one row before. No range
-  // test, no test for 0, no test of the tag.
-  const std::uintptr_t row = entry & kRowMask;
-  const ClassTable::Class& k = ClassRow(row);
-  if (__builtin_expect(!AtBlockStart(k, SpanOffset(entry, p)) || size > k.size, 0)) {
-    Leave(c);
-    return false;
-  }
-  return PushChecked(c, k, BinOfRow(c, row), secret, p);
-}
-
-// The same free of a block of `size` bytes (1 .. kMaxFastSize) as the caller says it was
-// allocated: the class, its row and its bin come from the size, and the entry must name the same
-// row (which also rejects the grant tag and "no block here"). Same checks as TryPush, but the bin
-// no longer waits for the page map's load: the push's stores depend on p's load only, and the
-// entry feeds a test. A block whose class is not the size's (an alignment above 16 chose another,
-// or Reallocate shrank it in place) goes to the library, which frees it.
-PINPOOL_FAST_INLINE bool TryPushSized(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
-                                      void* p, std::size_t size) noexcept {
-  Slots& t = tls_slots;
-  const std::uintptr_t row = Classes().row[(size + 15) >> 4];
-  CacheHead* c = t.cache[0];
-  if (!Enter(t, c, id)) return false;
-  const std::uint32_t entry = slot.load(std::memory_order_relaxed);
-  const ClassTable::Class& k = ClassRow(row);
-  if (__builtin_expect((entry & kRowMask) != row || !AtBlockStart(k, SpanOffset(entry, p)), 0)) {
-    Leave(c);
-    return false;
-  }
-  return PushChecked(c, k, BinOfRow(c, row), secret, p);
-}
-
-// A free of p with `size` as the caller gives it (0: unknown): up to kMaxFastSize, the bin from
-// the size; else from the page map entry.
+// A free of p with `size` as the caller gives it (0: unknown).
 PINPOOL_FAST_INLINE bool TryFree(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
                                  void* p, std::size_t size) noexcept {
-  if (__builtin_expect(size - 1 < kMaxFastSize, 1)) return TryPushSized(id, secret, slot, p, size);
-  return TryPush(id, secret, slot, p, size);
+  if (__builtin_expect(size - 1 < kMaxFastSize, 1)) return TryPush<true>(id, secret, slot, p, size);
+  return TryPush<false>(id, secret, slot, p, size);
 }
 
 }  // namespace pinpool::fast_v6
