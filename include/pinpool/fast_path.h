@@ -10,7 +10,8 @@
 // calls into the library, which decides and aborts on misuse naming the rule.
 //
 // ABI: what is here is compiled into programs, so its layout is part of libpinpool's ABI: the
-// per-thread slots (slot 0's cache never null), a cache's handshake words, byte room and bins, the
+// per-thread slots (slot 0's cache never null), a cache's handshake words, byte room (which the
+// inline free charges and the inline allocation does not credit) and bins, the
 // class table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
 // address in a free block's first word), the page map's entry encoding (internal::PageMap) and
 // the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
@@ -18,7 +19,7 @@
 // v2 tested a chunk table for granted blocks instead of the page map entry's grant tag; v3's
 // Pool kept the range's size in 16-byte units and the page map's own address; v4 read a
 // cache's `drain` word instead of a drainer's mark on slot 0; v5's size table held class
-// indexes where v6's holds row offsets), so a
+// indexes where v6's holds row offsets; v6's pop gave its block's bytes back to the room), so a
 // program built against other headers fails to load (an undefined symbol: tls_slots or classes)
 // instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
@@ -42,27 +43,35 @@
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v6 {
+namespace pinpool::fast_v7 {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
 inline constexpr std::size_t kMaxFastSize = std::size_t{64} << 10;
 
 // A stack of free blocks: [bottom, top) held, top grows towards limit. 32 bytes, as a class
-// table row: one shift of the class index addresses both.
+// table row: one shift of the class index addresses both. Written by the cache's owner (or a
+// drainer under the handshake); top and bottom are also read by other threads counting what a
+// cache holds (stats), hence atomics: relaxed, they are the plain moves they would be anyway.
 struct Bin {
-  void** top = nullptr;
+  std::atomic<void**> top{nullptr};
   void** limit = nullptr;
-  void** bottom = nullptr;
+  std::atomic<void**> bottom{nullptr};
   void* reserved = nullptr;
-  std::size_t count() const noexcept { return static_cast<std::size_t>(top - bottom); }
+  void** Top() const noexcept { return top.load(std::memory_order_relaxed); }
+  void** Bottom() const noexcept { return bottom.load(std::memory_order_relaxed); }
+  void SetTop(void** t) noexcept { top.store(t, std::memory_order_relaxed); }
+  std::size_t count() const noexcept { return static_cast<std::size_t>(Top() - Bottom()); }
 };
 
 // The head of a thread's cache of one pool (the rest is the library's: internal::ThreadCache).
 struct CacheHead {
   std::atomic<std::uint32_t> busy{0};   // the owner is touching the bins
   std::atomic<std::uint32_t> drain{0};  // another thread wants them emptied (the library's)
-  // Bytes the bins may still take: the thread's budget less what they hold.
+  // Bytes the bins may still take, at most: the thread's budget less what they hold, less what
+  // inline allocations took out since the library last counted (the inline pop leaves the word
+  // alone: one load and one store fewer, and no chain through it from pair to pair). The
+  // library counts again (ThreadCache::Recount) before it lets a shortfall flush anything.
   std::atomic<std::intptr_t> room{0};
   Bin bins[kNumClasses];
 };
@@ -179,16 +188,13 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   CacheHead* c = t.cache[0];
   if (!Enter(t, c, id)) return nullptr;
   Bin& bin = BinOfRow(c, row);
-  void** top = bin.top;
-  if (__builtin_expect(top == bin.bottom, 0)) {
+  void** top = bin.Top();
+  if (__builtin_expect(top == bin.Bottom(), 0)) {
     Leave(c);
     return nullptr;
   }
-  bin.top = --top;
+  bin.SetTop(--top);
   void* p = *top;
-  const ClassTable::Class& k = ClassRow(row);
-  c->room.store(c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(k.size),
-                std::memory_order_relaxed);
   Leave(c);
   *static_cast<MarkWord*>(p) = 0;  // no longer free
   return p;
@@ -248,14 +254,14 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const P
   // The budget first: the subtraction's sign is the test.
   const std::intptr_t room =
       c->room.load(std::memory_order_relaxed) - static_cast<std::intptr_t>(k.size);
-  void** top = bin.top;
+  void** top = bin.Top();
   if (__builtin_expect(room < 0 || top == bin.limit, 0)) {
     Leave(c);
     return false;
   }
   *static_cast<MarkWord*>(p) = mark;
   *top = p;
-  bin.top = top + 1;
+  bin.SetTop(top + 1);
   c->room.store(room, std::memory_order_relaxed);
   Leave(c);
   return true;
@@ -268,6 +274,6 @@ PINPOOL_FAST_INLINE bool TryFree(std::uint64_t id, std::uint64_t secret, const P
   return TryPush<false>(id, secret, slot, p, size);
 }
 
-}  // namespace pinpool::fast_v6
+}  // namespace pinpool::fast_v7
 
 #endif  // PINPOOL_FAST_PATH_H_

@@ -81,7 +81,7 @@ std::size_t TransferBudget(std::size_t budget) {
 
 }  // namespace
 
-constinit fast_v6::CacheHead idle_cache;
+constinit fast_v7::CacheHead idle_cache;
 
 // Every cache this thread created, by heap id; at thread exit each goes back to its heap, if still
 // alive. The slots above are a most-recently-used window onto this list. A cache's head lives
@@ -98,7 +98,7 @@ struct ThreadCacheOwner {
   // This thread's slots (read by its inline paths without a lock). Their writers, this thread
   // moving caches between them and a drainer marking slot 0, hold `lock` (never while taking a
   // heap's lock: drainers hold theirs when they take this one).
-  ThreadCacheSlots* const slots = &fast_v6::tls_slots;
+  ThreadCacheSlots* const slots = &fast_v7::tls_slots;
   SpinLock lock;
   // Heads of caches of destroyed heaps that were in a slot then (a list through next_free):
   // deleted when they leave them.
@@ -574,7 +574,7 @@ Heap::Counts Heap::GetCounts() const {
 
 }  // namespace pinpool::internal
 
-namespace pinpool::fast_v6 {
+namespace pinpool::fast_v7 {
 
 static_assert(kNumClasses == internal::kNumClasses && kPageShift == internal::kPageShift);
 // The tag lies below the entry's class bits (PageMap::Encode uses bits 5 and up).
@@ -605,4 +605,4 @@ constexpr ClassTable MakeClassTable() {
 constinit const ClassTable classes = MakeClassTable();
 constinit const ClassTable library_classes = MakeClassTable();
 
-}  // namespace pinpool::fast_v6
+}  // namespace pinpool::fast_v7

@@ -1,7 +1,7 @@
 // ThreadCache's slow paths (thread_cache.h has the contract; the fast path's pop and push are in
 // heap.h): a bin's storage made on first use, refills from the central layer, flushes of the
-// oldest blocks, halving every bin when over budget. Run by the owning thread, or by a drainer
-// holding the handshake. And where heads live (New, Delete).
+// oldest blocks, recounting the room and halving every bin when over budget. Run by the owning
+// thread, or by a drainer holding the handshake. And where heads live (New, Delete).
 #include "heap/thread_cache.h"
 
 #include <sanitizer/asan_interface.h>
@@ -80,7 +80,7 @@ std::size_t ThreadCache::live_heads() noexcept {
 
 bool ThreadCache::MakeStorage(unsigned c) noexcept {
   Bin& bin = bins[c];
-  if (bin.bottom != nullptr) return true;
+  if (bin.Bottom() != nullptr) return true;
   // Coloured: bin c starts (c mod 64) cache lines into its storage. The small classes' bins are
   // 16 KiB each, made one after another: uncoloured, the tops of two bins holding as many blocks
   // lie a multiple of 4 KiB apart, and a pop from one after a push onto the other (a window of
@@ -91,40 +91,49 @@ bool ThreadCache::MakeStorage(unsigned c) noexcept {
   void** storage = metadata_->AllocateArray<void*>(Class(c).bin_cap + color);
   if (storage == nullptr) return false;
   storage += color;
-  bin.bottom = bin.top = storage;
-  bin.limit = bin.bottom + Class(c).bin_cap;
+  bin.limit = storage + Class(c).bin_cap;
+  bin.bottom.store(storage, std::memory_order_relaxed);
+  bin.SetTop(storage);
   used_[used_count_++] = static_cast<std::uint8_t>(c);
+  if (ClassSize(c) <= fast_v7::kMaxFastSize) ++inline_used_;
   return true;
 }
 
 void* ThreadCache::Refill(CentralCache& central, unsigned c, bool grow) noexcept {
   Bin& bin = bins[c];
-  if (bin.top != bin.bottom) {  // not empty after all (the fast path was not taken)
+  if (void** top = bin.Top(); top != bin.Bottom()) {  // not empty after all (no fast path)
     AddRoom(static_cast<std::intptr_t>(ClassSize(c)));
-    return *--bin.top;
+    bin.SetTop(--top);
+    return *top;
   }
   if (!MakeStorage(c)) {
     void* p = nullptr;
     return central.Take(c, &p, 1, grow) == 1 ? p : nullptr;
   }
-  // A batch, as far as the byte budget allows (the block handed out does not count).
-  const std::intptr_t fit =
-      room.load(std::memory_order_relaxed) / static_cast<std::intptr_t>(ClassSize(c));
+  // A batch, as far as the byte budget allows (the block handed out does not count), counted
+  // again first if the room looks short (a thread that only allocates never credits it).
+  const auto size = static_cast<std::intptr_t>(ClassSize(c));
+  if (room.load(std::memory_order_relaxed) < size * (Class(c).batch - 1)) Recount();
+  const std::intptr_t fit = room.load(std::memory_order_relaxed) / size;
   const std::size_t want = std::clamp<std::intptr_t>(fit + 1, 1, Class(c).batch);
-  const std::size_t got = central.Take(c, bin.top, want, grow);
+  void** top = bin.Top();
+  const std::size_t got = central.Take(c, top, want, grow);
   if (got == 0) return nullptr;
-  bin.top += got - 1;  // all but the one handed out
-  AddRoom(-static_cast<std::intptr_t>((got - 1) * ClassSize(c)));
-  return *bin.top;
+  top += got - 1;  // all but the one handed out
+  bin.SetTop(top);
+  AddRoom(-static_cast<std::intptr_t>(got - 1) * size);
+  return *top;
 }
 
 void ThreadCache::FlushOldest(CentralCache& central, unsigned c, std::size_t n) noexcept {
   Bin& bin = bins[c];
-  n = std::min(n, bin.count());
+  void** const bottom = bin.Bottom();
+  void** const top = bin.Top();
+  n = std::min<std::size_t>(n, top - bottom);
   if (n == 0) return;
-  central.Put(c, bin.bottom, n);
-  std::memmove(bin.bottom, bin.bottom + n, (bin.count() - n) * sizeof(void*));
-  bin.top -= n;
+  central.Put(c, bottom, n);
+  std::memmove(bottom, bottom + n, (top - bottom - n) * sizeof(void*));
+  bin.SetTop(top - n);
   AddRoom(static_cast<std::intptr_t>(n * ClassSize(c)));
 }
 
@@ -138,22 +147,49 @@ void ThreadCache::Scavenge(CentralCache& central) noexcept {
 bool ThreadCache::Push(CentralCache& central, unsigned c, void* p) noexcept {
   if (!MakeStorage(c)) return false;
   const auto size = static_cast<std::intptr_t>(ClassSize(c));
-  // Over budget with this block: every bin gives back its older half first (then the cache
-  // holds at most half its budget). Halving every bin, not only the one that grew, drains the
-  // classes the thread stopped using. Made room first, never pushed and then drained: `room` is
-  // read by stats at any time and is never stored below zero.
+  // Over budget with this block, once counted (the inline pops since the last count gave back
+  // nothing): every bin gives back its older half first (then the cache holds at most half its
+  // budget). Halving every bin, not only the one that grew, drains the classes the thread
+  // stopped using. Made room first, never pushed and then drained: `room` is never stored below
+  // zero.
+  if (room.load(std::memory_order_relaxed) < size) Recount();
   if (room.load(std::memory_order_relaxed) < size) Scavenge(central);
   if (room.load(std::memory_order_relaxed) < size) return false;  // larger than the budget
   Bin& bin = bins[c];
-  if (bin.top == bin.limit) FlushOldest(central, c, (Class(c).bin_cap + 1) / 2);
-  *bin.top++ = p;
+  if (bin.Top() == bin.limit) FlushOldest(central, c, (Class(c).bin_cap + 1) / 2);
+  void** const top = bin.Top();
+  *top = p;
+  bin.SetTop(top + 1);
   AddRoom(-size);
   return true;
+}
+
+void ThreadCache::Recount() noexcept {
+  // Only the inline pop leaves the room short, and it serves only classes up to kMaxFastSize:
+  // a thread of larger blocks alone (a window of MiB blocks, scavenging often) does not pay
+  // for counting.
+  if (inline_used_ == 0) return;
+  std::size_t held = 0;
+  for (unsigned i = 0; i < used_count_; ++i) held += bins[used_[i]].count() * ClassSize(used_[i]);
+  room.store(budget - static_cast<std::intptr_t>(held), std::memory_order_relaxed);
+}
+
+std::size_t ThreadCache::held_bytes() const noexcept {
+  // Every bin, not used_ (the owner's). A bin without storage has null top and bottom; one
+  // whose storage is being made may show one of them null: it holds nothing yet.
+  std::size_t held = 0;
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    void** top = bins[c].Top();
+    void** bottom = bins[c].Bottom();
+    if (top > bottom && bottom != nullptr) held += (top - bottom) * ClassSize(c);
+  }
+  return held;
 }
 
 std::size_t ThreadCache::FlushAll(CentralCache& central) noexcept {
   const std::size_t bytes = held_bytes();
   for (unsigned i = 0; i < used_count_; ++i) FlushOldest(central, used_[i], bins[used_[i]].count());
+  room.store(budget, std::memory_order_relaxed);  // exact again: nothing is held
   return bytes;
 }
 

@@ -5,10 +5,13 @@
 //   - by count: bin c holds at most Class(c).bin_cap blocks (a few MiB of small and medium
 //     classes, 16 blocks of large ones), so a window of outstanding blocks freed in random order
 //     stays in the bins;
-//   - by bytes: `room` is the thread's byte budget less what its bins hold; a free that would
-//     take it below zero goes to the slow path, which gives the older half of every bin the
-//     thread uses to the central layer (so classes it stopped using drain away and do not hold
-//     the budget), and a refill takes no more than the budget allows.
+//   - by bytes: `room` is at most the thread's byte budget less what its bins hold (every push
+//     and refill takes from it, every flush gives back, the inline pop gives nothing back); a
+//     free that would take it below zero goes to the slow path, which counts the bins again
+//     (Recount: room is then exact) and, if the block still does not fit, gives the older half
+//     of every bin the thread uses to the central layer (so classes it stopped using drain away
+//     and do not hold the budget); a refill takes no more than the budget allows. What the bins
+//     hold is never more than the budget.
 // A full bin gives its older half to the central layer; an empty bin takes Class(c).batch blocks
 // from it. Flushed blocks go to the transfer stacks, where any thread finds them.
 //
@@ -17,8 +20,8 @@
 //
 // Thread safety: the owning thread uses the bins; another thread may empty them only through the
 // heap's drain handshake (`busy`, `drain`, a mark on the owner's slot 0: see Heap), and reads
-// `room` for stats. The member
-// functions below are for the owner, or for a drainer that holds the handshake.
+// the bins' tops and bottoms for stats (held_bytes). The member functions below but held_bytes
+// are for the owner, or for a drainer that holds the handshake.
 #ifndef PINPOOL_HEAP_THREAD_CACHE_H_
 #define PINPOOL_HEAP_THREAD_CACHE_H_
 
@@ -37,13 +40,13 @@ struct ThreadCacheOwner;  // heap.cc: a thread's caches, slots and their lock
 
 // The head (handshake words, byte room, bins) is the inline fast path's (pinpool/fast_path.h):
 // its layout is part of the ABI.
-struct ThreadCache : fast_v6::CacheHead {
+struct ThreadCache : fast_v7::CacheHead {
   // A stack of free blocks: [bottom, top) are held, top grows towards limit; the most recently
   // freed block is reused first. Storage comes from the heap's MetadataArena on the bin's first
   // push (a thread pays only for the classes it uses), bin c starting (c mod 64) cache lines
   // into it (MakeStorage: staggers the bins' tops against 4 KiB aliasing); until then top ==
   // bottom == limit == null (empty and full: the slow path).
-  using Bin = fast_v6::Bin;
+  using Bin = fast_v7::Bin;
 
   ThreadCache(std::uint64_t heap_id, std::size_t budget, MetadataArena* metadata);
   ~ThreadCache();
@@ -60,9 +63,9 @@ struct ThreadCache : fast_v6::CacheHead {
   static std::size_t live_heads() noexcept;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
-  // busy, drain (the drain handshake, Heap) and room (bytes the bins may still take: budget -
-  // bytes held; written by the owner, or a drainer under the handshake, with plain stores; read
-  // by anyone for stats) are the head's.
+  // busy, drain (the drain handshake, Heap) and room (bytes the bins may still take, at most:
+  // see above; written by the owner, or a drainer under the handshake, with plain stores) are
+  // the head's.
   const std::uint64_t heap_id;
   const std::intptr_t budget;
   // The heap's list of caches of exited threads, for reuse, or a thread's list of heads of
@@ -72,17 +75,17 @@ struct ThreadCache : fast_v6::CacheHead {
   // a drainer marks its slot 0 (Heap).
   ThreadCacheOwner* owner = nullptr;
 
-  std::size_t held_bytes() const noexcept {
-    const std::intptr_t r = room.load(std::memory_order_relaxed);
-    return r >= budget ? 0 : static_cast<std::size_t>(budget - r);
-  }
+  // Bytes of the blocks in the bins, counted bin by bin (room is only a bound). Any thread: from
+  // another, while the owner pushes and pops, a snapshot that may be a few blocks off.
+  std::size_t held_bytes() const noexcept;
 
   // --- slow paths (owner, or a drainer under the handshake) ----------------------------------
   // An empty bin refilled from the central layer; returns one block (taken out of the bin), or
   // null when the central layer had none (and could not grow, or `grow` is false).
   void* Refill(CentralCache& central, unsigned c, bool grow) noexcept;
-  // Pushes a block when the fast path could not: makes storage, halves every bin when the block
-  // would take the cache over budget, and flushes half of a full bin. False when the bin's
+  // Pushes a block when the fast path could not: makes storage, counts the bins again and, if
+  // the block would still take the cache over budget, halves every bin, and flushes half of a
+  // full bin. False when the bin's
   // storage cannot be made or the block is larger than the whole budget (then the caller returns
   // the block to the central layer itself). `room` never goes below zero, not even for a moment.
   bool Push(CentralCache& central, unsigned c, void* p) noexcept;
@@ -97,12 +100,15 @@ struct ThreadCache : fast_v6::CacheHead {
 
  private:
   bool MakeStorage(unsigned c) noexcept;
+  // room = budget - held, exact (the inline pops since the last count gave nothing back).
+  void Recount() noexcept;
   void AddRoom(std::intptr_t bytes) noexcept {
     room.store(room.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   }
   MetadataArena* const metadata_;
   std::uint8_t used_[kNumClasses] = {};
   unsigned used_count_ = 0;
+  unsigned inline_used_ = 0;  // of them, classes the inline pop serves (up to kMaxFastSize)
 };
 
 }  // namespace pinpool::internal

@@ -1,7 +1,8 @@
 // ThreadCache (src/heap/thread_cache.h): a bin never holds more than its class's count bound and
 // the cache never more than its byte budget once a push returns; a full bin gives its oldest
 // half to the central layer and keeps the newest; an empty bin refills a batch; FlushAll empties
-// everything and accounts every byte.
+// everything and accounts every byte; blocks the inline pop took out (which gives the room
+// nothing back) are counted again before a shortfall flushes anything.
 #include "heap/thread_cache.h"
 
 #include <gtest/gtest.h>
@@ -46,12 +47,12 @@ TEST(ThreadCacheTest, AFullBinGivesItsOldestHalfBackAndKeepsTheNewest) {
   std::vector<void*> blocks = f.Get(c, cap + 1);
   for (std::size_t i = 0; i < cap; ++i) ASSERT_TRUE(f.cache.Push(f.central, c, blocks[i]));
   ASSERT_EQ(f.cache.bins[c].count(), cap);
-  ASSERT_EQ(f.cache.bins[c].top, f.cache.bins[c].limit) << "full: the fast path goes slow";
+  ASSERT_EQ(f.cache.bins[c].Top(), f.cache.bins[c].limit) << "full: the fast path goes slow";
   ASSERT_TRUE(f.cache.Push(f.central, c, blocks[cap]));
   const ThreadCache::Bin& bin = f.cache.bins[c];
   EXPECT_EQ(bin.count(), cap - (cap + 1) / 2 + 1);
-  EXPECT_EQ(bin.bottom[0], blocks[(cap + 1) / 2]) << "the oldest half went";
-  EXPECT_EQ(bin.top[-1], blocks[cap]) << "the newest is on top";
+  EXPECT_EQ(bin.Bottom()[0], blocks[(cap + 1) / 2]) << "the oldest half went";
+  EXPECT_EQ(bin.Top()[-1], blocks[cap]) << "the newest is on top";
   EXPECT_EQ(f.central.GetCounts().transfer_bytes, (cap + 1) / 2 * ClassSize(c));
   EXPECT_EQ(f.cache.held_bytes(), bin.count() * ClassSize(c));
 }
@@ -105,6 +106,41 @@ TEST(ThreadCacheTest, ClassesTheThreadStoppedUsingGiveWayToTheOnesItUses) {
   EXPECT_EQ(f.cache.used_classes(), 2u);
 }
 
+// What the inline pop (pinpool/fast_path.h TryPop) does to a bin: the top moves down, the room
+// is left alone.
+void* InlinePop(ThreadCache::Bin& bin) {
+  void** top = bin.Top() - 1;
+  bin.SetTop(top);
+  return *top;
+}
+
+TEST(ThreadCacheTest, AFreeAfterInlinePopsCountsAgainInsteadOfHalvingTheBins) {
+  // The budget filled with 4 KiB blocks, half of them then taken by inline pops: the room still
+  // says 0, held_bytes already says half. The next free must find the room by counting, not
+  // halve the bins (which a room believed would do).
+  const std::size_t budget = 2 << 20;
+  Fixture f(budget);
+  const unsigned c = SizeClass(4096);
+  const std::size_t n = budget / ClassSize(c);
+  std::vector<void*> blocks = f.Get(c, n);
+  for (void* p : blocks) ASSERT_TRUE(f.cache.Push(f.central, c, p));
+  ASSERT_EQ(f.cache.room.load(), 0);
+  for (std::size_t i = 0; i < n / 2; ++i) InlinePop(f.cache.bins[c]);
+  EXPECT_EQ(f.cache.room.load(), 0) << "the inline pop gives nothing back";
+  EXPECT_EQ(f.cache.held_bytes(), (n - n / 2) * ClassSize(c)) << "held_bytes counts the bins";
+  ASSERT_TRUE(f.cache.Push(f.central, c, blocks[0]));
+  EXPECT_EQ(f.cache.bins[c].count(), n - n / 2 + 1) << "nothing flushed";
+  EXPECT_EQ(f.central.GetCounts().transfer_bytes, 0u);
+  EXPECT_EQ(f.cache.room.load(), static_cast<std::intptr_t>(budget - f.cache.held_bytes()))
+      << "exact once counted";
+  // A refill too counts before it trims its batch to a room believed short.
+  const unsigned d = SizeClass(1000);
+  for (std::size_t i = 0; i < n - n / 2 + 1; ++i) InlinePop(f.cache.bins[c]);
+  f.cache.room.store(0);  // as if those pops had come after the count
+  ASSERT_NE(f.cache.Refill(f.central, d, true), nullptr);
+  EXPECT_EQ(f.cache.bins[d].count(), Class(d).batch - 1u);
+}
+
 TEST(ThreadCacheTest, ABlockLargerThanTheBudgetPassesThrough) {
   Fixture f(2 << 20);
   const unsigned c = SizeClass(3 << 20);
@@ -124,12 +160,12 @@ TEST(ThreadCacheTest, AnEmptyBinRefillsABatchAndHandsOutOne) {
   EXPECT_EQ(f.cache.bins[c].count(), Class(c).batch - 1u);
   EXPECT_EQ(f.cache.held_bytes(), (Class(c).batch - 1u) * ClassSize(c));
   // Refilled blocks are free (marked); the one handed out is the caller's to clear.
-  for (void** b = f.cache.bins[c].bottom; b != f.cache.bins[c].top; ++b) {
+  for (void** b = f.cache.bins[c].Bottom(); b != f.cache.bins[c].Top(); ++b) {
     EXPECT_EQ(FirstWord(*b), FreeMark(kSecret, *b));
   }
   // A bin that is not empty hands out its top without the central layer.
   const std::size_t out = f.central.GetCounts().out_bytes;
-  void* top = f.cache.bins[c].top[-1];
+  void* top = f.cache.bins[c].Top()[-1];
   EXPECT_EQ(f.cache.Refill(f.central, c, true), top);
   EXPECT_EQ(f.central.GetCounts().out_bytes, out);
   // No memory and no growth: nothing.
