@@ -11,7 +11,8 @@
 //
 // ABI: what is here is compiled into programs, so its layout is part of libpinpool's ABI: the
 // per-thread slots (slot 0's cache never null), a cache's handshake words, byte room (which the
-// inline free charges and the inline allocation does not credit) and bins, the
+// inline free charges and the inline allocation credits only above kMaxUncreditedSize) and
+// bins, the
 // class table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
 // address in a free block's first word), the page map's entry encoding (internal::PageMap) and
 // the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
@@ -19,7 +20,7 @@
 // v2 tested a chunk table for granted blocks instead of the page map entry's grant tag; v3's
 // Pool kept the range's size in 16-byte units and the page map's own address; v4 read a
 // cache's `drain` word instead of a drainer's mark on slot 0; v5's size table held class
-// indexes where v6's holds row offsets; v6's pop gave its block's bytes back to the room), so a
+// indexes where v6's holds row offsets; v6's pop gave every block's bytes back to the room), so a
 // program built against other headers fails to load (an undefined symbol: tls_slots or classes)
 // instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
@@ -48,6 +49,12 @@ namespace pinpool::fast_v7 {
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
 inline constexpr std::size_t kMaxFastSize = std::size_t{64} << 10;
+// Sizes whose inline allocation does not give its block's bytes back to the cache's room (the
+// free charged them): a pair of them touches the room once. Small enough that the recount this
+// makes the library do (once the frees have charged a budget's worth) costs a pair at most
+// about one instruction at the smallest budget, 2 MiB (2048 pairs a count); larger blocks pay
+// for the credit instead (at 64 KiB a count would come every 32 pairs).
+inline constexpr std::size_t kMaxUncreditedSize = 1024;
 
 // A stack of free blocks: [bottom, top) held, top grows towards limit. 32 bytes, as a class
 // table row: one shift of the class index addresses both. Written by the cache's owner (or a
@@ -69,9 +76,10 @@ struct CacheHead {
   std::atomic<std::uint32_t> busy{0};   // the owner is touching the bins
   std::atomic<std::uint32_t> drain{0};  // another thread wants them emptied (the library's)
   // Bytes the bins may still take, at most: the thread's budget less what they hold, less what
-  // inline allocations took out since the library last counted (the inline pop leaves the word
-  // alone: one load and one store fewer, and no chain through it from pair to pair). The
-  // library counts again (ThreadCache::Recount) before it lets a shortfall flush anything.
+  // inline allocations of up to kMaxUncreditedSize took out since the library last counted
+  // (such a pop leaves the word alone: one load and one store fewer, and no chain through it
+  // from pair to pair). The library counts again (ThreadCache::Recount) before it lets a
+  // shortfall flush anything.
   std::atomic<std::intptr_t> room{0};
   Bin bins[kNumClasses];
 };
@@ -195,6 +203,11 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   }
   bin.SetTop(--top);
   void* p = *top;
+  if (size > kMaxUncreditedSize) {  // folded away when the size is a constant
+    c->room.store(
+        c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassRow(row).size),
+        std::memory_order_relaxed);
+  }
   Leave(c);
   *static_cast<MarkWord*>(p) = 0;  // no longer free
   return p;

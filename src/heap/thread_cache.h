@@ -6,9 +6,11 @@
 //     classes, 16 blocks of large ones), so a window of outstanding blocks freed in random order
 //     stays in the bins;
 //   - by bytes: `room` is at most the thread's byte budget less what its bins hold (every push
-//     and refill takes from it, every flush gives back, the inline pop gives nothing back); a
+//     and refill takes from it, every flush and pop gives back but the inline pop of a size up
+//     to fast_v7::kMaxUncreditedSize, which keeps its pairs off the word); a
 //     free that would take it below zero goes to the slow path, which counts the bins again
-//     (Recount: room is then exact) and, if the block still does not fit, gives the older half
+//     (Recount: room is then exact; after counts that found too little, only every few
+//     shortfalls) and, if the block still does not fit, gives the older half
 //     of every bin the thread uses to the central layer (so classes it stopped using drain away
 //     and do not hold the budget); a refill takes no more than the budget allows. What the bins
 //     hold is never more than the budget.
@@ -102,13 +104,19 @@ struct ThreadCache : fast_v7::CacheHead {
   bool MakeStorage(unsigned c) noexcept;
   // room = budget - held, exact (the inline pops since the last count gave nothing back).
   void Recount() noexcept;
+  // True when room >= need, counting the bins first when that may help (see the .cc).
+  bool RoomFor(std::intptr_t need) noexcept;
   void AddRoom(std::intptr_t bytes) noexcept {
     room.store(room.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   }
   MetadataArena* const metadata_;
   std::uint8_t used_[kNumClasses] = {};
   unsigned used_count_ = 0;
-  unsigned inline_used_ = 0;  // of them, classes the inline pop serves (up to kMaxFastSize)
+  // Of them, classes that serve sizes up to fast_v7::kMaxUncreditedSize (RoomFor).
+  unsigned uncredited_used_ = 0;
+  // Shortfalls RoomFor lets pass without counting, and how many the last fruitless count set.
+  unsigned recount_wait_ = 0;
+  unsigned recount_backoff_ = 0;
 };
 
 }  // namespace pinpool::internal

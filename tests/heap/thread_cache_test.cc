@@ -106,8 +106,8 @@ TEST(ThreadCacheTest, ClassesTheThreadStoppedUsingGiveWayToTheOnesItUses) {
   EXPECT_EQ(f.cache.used_classes(), 2u);
 }
 
-// What the inline pop (pinpool/fast_path.h TryPop) does to a bin: the top moves down, the room
-// is left alone.
+// What the inline pop (pinpool/fast_path.h TryPop) of a size up to kMaxUncreditedSize does to a
+// bin: the top moves down, the room is left alone.
 void* InlinePop(ThreadCache::Bin& bin) {
   void** top = bin.Top() - 1;
   bin.SetTop(top);
@@ -115,18 +115,18 @@ void* InlinePop(ThreadCache::Bin& bin) {
 }
 
 TEST(ThreadCacheTest, AFreeAfterInlinePopsCountsAgainInsteadOfHalvingTheBins) {
-  // The budget filled with 4 KiB blocks, half of them then taken by inline pops: the room still
+  // The budget filled with 1 KiB blocks, half of them then taken by inline pops: the room still
   // says 0, held_bytes already says half. The next free must find the room by counting, not
   // halve the bins (which a room believed would do).
   const std::size_t budget = 2 << 20;
   Fixture f(budget);
-  const unsigned c = SizeClass(4096);
+  const unsigned c = SizeClass(fast_v7::kMaxUncreditedSize);
   const std::size_t n = budget / ClassSize(c);
   std::vector<void*> blocks = f.Get(c, n);
   for (void* p : blocks) ASSERT_TRUE(f.cache.Push(f.central, c, p));
   ASSERT_EQ(f.cache.room.load(), 0);
   for (std::size_t i = 0; i < n / 2; ++i) InlinePop(f.cache.bins[c]);
-  EXPECT_EQ(f.cache.room.load(), 0) << "the inline pop gives nothing back";
+  EXPECT_EQ(f.cache.room.load(), 0) << "these inline pops give nothing back";
   EXPECT_EQ(f.cache.held_bytes(), (n - n / 2) * ClassSize(c)) << "held_bytes counts the bins";
   ASSERT_TRUE(f.cache.Push(f.central, c, blocks[0]));
   EXPECT_EQ(f.cache.bins[c].count(), n - n / 2 + 1) << "nothing flushed";
@@ -134,11 +134,43 @@ TEST(ThreadCacheTest, AFreeAfterInlinePopsCountsAgainInsteadOfHalvingTheBins) {
   EXPECT_EQ(f.cache.room.load(), static_cast<std::intptr_t>(budget - f.cache.held_bytes()))
       << "exact once counted";
   // A refill too counts before it trims its batch to a room believed short.
-  const unsigned d = SizeClass(1000);
+  const unsigned d = SizeClass(100);
   for (std::size_t i = 0; i < n - n / 2 + 1; ++i) InlinePop(f.cache.bins[c]);
   f.cache.room.store(0);  // as if those pops had come after the count
   ASSERT_NE(f.cache.Refill(f.central, d, true), nullptr);
   EXPECT_EQ(f.cache.bins[d].count(), Class(d).batch - 1u);
+}
+
+TEST(ThreadCacheTest, TheInlinePopGivesBackTheBytesOfBlocksAboveTheUncreditedSizeOnly) {
+  // The real inline pop, on a head of this test's put in the thread's slot 0 for a moment.
+  constexpr std::uint64_t kId = 0x7e57;
+  const unsigned small = SizeClass(fast_v7::kMaxUncreditedSize);
+  const unsigned big = SizeClass(fast_v7::kMaxUncreditedSize + 1);
+  ASSERT_NE(small, big);
+  alignas(16) static char blocks[2][64];
+  void* small_stack[1] = {blocks[0]};
+  void* big_stack[1] = {blocks[1]};
+  fast_v7::CacheHead head;
+  for (auto [c, stack] : {std::pair{small, small_stack}, std::pair{big, big_stack}}) {
+    head.bins[c].bottom.store(stack);
+    head.bins[c].SetTop(stack + 1);
+    head.bins[c].limit = stack + 1;
+  }
+  fast_v7::Slots& t = fast_v7::tls_slots;
+  const std::uint64_t saved_id = t.heap_id[0].load();
+  fast_v7::CacheHead* const saved_cache = t.cache[0];
+  t.heap_id[0].store(kId);
+  t.cache[0] = &head;
+  void* a = fast_v7::TryPop(kId, fast_v7::kMaxUncreditedSize);
+  const std::intptr_t after_small = head.room.load();
+  void* b = fast_v7::TryPop(kId, fast_v7::kMaxUncreditedSize + 1);
+  const std::intptr_t after_big = head.room.load();
+  t.heap_id[0].store(saved_id);
+  t.cache[0] = saved_cache;
+  EXPECT_EQ(a, blocks[0]);
+  EXPECT_EQ(b, blocks[1]);
+  EXPECT_EQ(after_small, 0) << "up to kMaxUncreditedSize: nothing given back";
+  EXPECT_EQ(after_big, static_cast<std::intptr_t>(ClassSize(big))) << "above: the class's bytes";
 }
 
 TEST(ThreadCacheTest, ABlockLargerThanTheBudgetPassesThrough) {
