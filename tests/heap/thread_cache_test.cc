@@ -2,7 +2,8 @@
 // the cache never more than its byte budget once a push returns; a full bin gives its oldest
 // half to the central layer and keeps the newest; an empty bin refills a batch; FlushAll empties
 // everything and accounts every byte; blocks the inline pop took out (which gives the room
-// nothing back) are counted again before a shortfall flushes anything.
+// nothing back) are counted again before a shortfall flushes anything, and the room stays a
+// bound on what the bins may still take.
 #include "heap/thread_cache.h"
 
 #include <gtest/gtest.h>
@@ -139,6 +140,41 @@ TEST(ThreadCacheTest, AFreeAfterInlinePopsCountsAgainInsteadOfHalvingTheBins) {
   f.cache.room.store(0);  // as if those pops had come after the count
   ASSERT_NE(f.cache.Refill(f.central, d, true), nullptr);
   EXPECT_EQ(f.cache.bins[d].count(), Class(d).batch - 1u);
+}
+
+TEST(ThreadCacheTest, TheRoomStaysABoundWhileInlinePopsLeaveItShort) {
+  // Frees, refills, blocks from the central layer and inline pops of small classes (which give
+  // the room nothing back) in a random mix: after every step the bins hold no more than the
+  // budget and the room is at most the budget less what they hold. Counts back off and a
+  // halving may come where a count would have spared it; the bound must hold throughout.
+  const auto budget = static_cast<std::intptr_t>(2 << 20);
+  Fixture f(static_cast<std::size_t>(budget));
+  const unsigned smalls = SizeClass(fast_v7::kMaxUncreditedSize) + 1;
+  std::mt19937_64 rng(5);
+  std::vector<std::pair<unsigned, void*>> out;  // blocks the program holds
+  for (int i = 0; i < 20000; ++i) {
+    const unsigned c = rng() % 4 == 0 ? SizeClass(std::size_t{1} << (12 + rng() % 8))
+                                      : static_cast<unsigned>(rng() % smalls);
+    const unsigned step = out.size() > 3000 ? 0 : static_cast<unsigned>(rng() % 4);
+    if (step == 0 && !out.empty()) {  // a free
+      std::swap(out[rng() % out.size()], out.back());
+      ASSERT_TRUE(f.cache.Push(f.central, out.back().first, out.back().second));
+      out.pop_back();
+    } else if (step == 1) {  // an allocation the cache did not serve
+      void* p;
+      ASSERT_EQ(f.central.Take(c, &p, 1, true), 1u);
+      out.emplace_back(c, p);
+    } else if (step == 2 && c < smalls && f.cache.bins[c].count() != 0) {
+      out.emplace_back(c, InlinePop(f.cache.bins[c]));
+    } else if (step == 3) {
+      void* p = f.cache.Refill(f.central, c, true);
+      ASSERT_NE(p, nullptr);
+      out.emplace_back(c, p);
+    }
+    const auto held = static_cast<std::intptr_t>(f.cache.held_bytes());
+    ASSERT_LE(held, budget) << "step " << i;
+    ASSERT_LE(f.cache.room.load(), budget - held) << "step " << i;
+  }
 }
 
 TEST(ThreadCacheTest, TheInlinePopGivesBackTheBytesOfBlocksAboveTheUncreditedSizeOnly) {
