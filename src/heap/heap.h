@@ -120,8 +120,8 @@ class Heap {
     }
     bin.SetTop(--top);
     void* p = *top;
-    // Unlike the inline pop, gives the bytes back: a call anyway, and mostly blocks above
-    // kMaxFastSize, few of which would drain the room between recounts.
+    // Gives the bytes back for every size (the inline pop does only above kMaxUncreditedSize):
+    // a call anyway, and mostly blocks above kMaxFastSize here.
     c->room.store(
         c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassSize(cls)),
         std::memory_order_relaxed);

@@ -191,9 +191,7 @@ bool ThreadCache::RoomFor(std::intptr_t need) noexcept {
 }
 
 void ThreadCache::Recount() noexcept {
-  std::size_t held = 0;
-  for (unsigned i = 0; i < used_count_; ++i) held += bins[used_[i]].count() * ClassSize(used_[i]);
-  room.store(budget - static_cast<std::intptr_t>(held), std::memory_order_relaxed);
+  room.store(budget - static_cast<std::intptr_t>(held_bytes()), std::memory_order_relaxed);
 }
 
 std::size_t ThreadCache::held_bytes() const noexcept {
