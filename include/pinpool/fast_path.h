@@ -14,13 +14,14 @@
 // inline free charges and the inline allocation credits only above kMaxUncreditedSize) and
 // bins, the
 // class table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
-// address in a free block's first word), the page map's entry encoding (internal::PageMap) and
+// address, where MarkOf says), the page map's entry encoding (internal::PageMap) and
 // the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
 // change to any of them renames it (v1 had per-chunk page map arrays and another class table;
 // v2 tested a chunk table for granted blocks instead of the page map entry's grant tag; v3's
 // Pool kept the range's size in 16-byte units and the page map's own address; v4 read a
 // cache's `drain` word instead of a drainer's mark on slot 0; v5's size table held class
-// indexes where v6's holds row offsets; v6's pop gave every block's bytes back to the room), so a
+// indexes where v6's holds row offsets; v6's pop gave every block's bytes back to the room; v7
+// kept every mark in the block's first word), so a
 // program built against other headers fails to load (an undefined symbol: tls_slots or classes)
 // instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
@@ -44,7 +45,7 @@
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v7 {
+namespace pinpool::fast_v8 {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
@@ -109,8 +110,10 @@ struct ClassTable {
     std::uint64_t magic;
     std::uint64_t size;  // bytes of a block
     // Always zero: an entry with the grant tag (kGrantTag) selects its row 16 bytes further on,
-    // and reads these two words as its magic and size, so that it fails every test below.
-    std::uint64_t zero[2];
+    // and reads this word as its magic, so that it fails every test below.
+    std::uint64_t zero;
+    // Where a free block of the class keeps its mark: MarkOf's `hash` (0: the first word).
+    std::uint64_t mark_hash;
   } cls[kNumClasses + 1];
   // The row of `size` bytes (1 .. kMaxFastSize) is row[(size + 15) >> 4]: its class's row's
   // byte offset in cls, (class + 1) * 32, which is also where the class's bin ends in a cache's
@@ -145,11 +148,27 @@ PINPOOL_FAST_INLINE bool AtBlockStart(const ClassTable::Class& k, std::uintptr_t
   return offset * k.magic < k.magic;
 }
 
-// A free block's first word.
+// What a free block at p holds where MarkOf says: the secret mixed with the address, so that a
+// mark copied from another block is not one.
 inline std::uint64_t FreeMark(std::uint64_t secret, const void* p) noexcept {
   return secret ^ reinterpret_cast<std::uintptr_t>(p);
 }
 using MarkWord = std::uint64_t __attribute__((may_alias));
+
+// The multiplier of MarkOf's hash, for classes whose size is a multiple of the page.
+inline constexpr std::uint64_t kMarkHash = 0x9e3779b97f4a7c15;  // 2^64 / the golden ratio
+// Where the free mark of the block at p lies, with `hash` its class row's mark_hash: its first
+// word (hash 0: classes below a page, and those not a multiple of it, whose blocks share pages),
+// or, for a class whose size is a multiple of the page (its blocks start on pages), the word of
+// the block's first page that the top 9 bits of p * kMarkHash name. The first words of such
+// blocks would all fall in one set of an L1 cache (indexed by the address's bits 6-11), and
+// those of blocks 64 KiB apart in a few sets of L2, so a window or batch of hundreds of them
+// missed on the mark at every free; spread over the page's 64 lines, they stay cached. A free
+// pays 4 instructions for it (the row's word, a multiplication, a shift, the address), an
+// allocation above kMaxUncreditedSize 4 (docs/instruction-counts.md, fast_v8).
+PINPOOL_FAST_INLINE MarkWord* MarkOf(void* p, std::uint64_t hash) noexcept {
+  return static_cast<MarkWord*>(p) + ((reinterpret_cast<std::uintptr_t>(p) * hash) >> 55);
+}
 
 // Inlined into a caller that frees the address of a smaller object (a misuse the push sends to
 // the library), the compiler would warn about TryPush's 8-byte accesses to p: after this it no
@@ -202,14 +221,21 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
     return nullptr;
   }
   bin.SetTop(--top);
-  void* p = *top;
+  void* const p = *top;
+  // A bin holds blocks, never null: callers drop their null test (the mark's store below no
+  // longer tells the compiler so).
+  if (p == nullptr) __builtin_unreachable();
   if (size > kMaxUncreditedSize) {  // folded away when the size is a constant
     c->room.store(
         c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassRow(row).size),
         std::memory_order_relaxed);
+    Leave(c);
+    *MarkOf(p, ClassRow(row).mark_hash) = 0;  // no longer free
+  } else {
+    // Up to kMaxUncreditedSize, the class is below a page: the mark is the block's first word.
+    Leave(c);
+    *static_cast<MarkWord*>(p) = 0;
   }
-  Leave(c);
-  *static_cast<MarkWord*>(p) = 0;  // no longer free
   return p;
 }
 
@@ -259,7 +285,8 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const P
     return false;
   }
   const std::uint64_t mark = FreeMark(secret, p);
-  if (__builtin_expect(*static_cast<MarkWord*>(p) == mark, 0)) {
+  MarkWord* const at = MarkOf(p, k.mark_hash);
+  if (__builtin_expect(*at == mark, 0)) {
     Leave(c);
     return false;
   }
@@ -272,7 +299,7 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const P
     Leave(c);
     return false;
   }
-  *static_cast<MarkWord*>(p) = mark;
+  *at = mark;
   *top = p;
   bin.SetTop(top + 1);
   c->room.store(room, std::memory_order_relaxed);
@@ -287,6 +314,6 @@ PINPOOL_FAST_INLINE bool TryFree(std::uint64_t id, std::uint64_t secret, const P
   return TryPush<false>(id, secret, slot, p, size);
 }
 
-}  // namespace pinpool::fast_v7
+}  // namespace pinpool::fast_v8
 
 #endif  // PINPOOL_FAST_PATH_H_

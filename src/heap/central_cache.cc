@@ -63,7 +63,7 @@ std::size_t CentralCache::Take(unsigned c, void** out, std::size_t n, bool grow)
         // never handed out is caught like a double free.
         for (unsigned i = 0; i < info.objects; ++i) {
           void* b = reinterpret_cast<void*>(s->start + std::uintptr_t{i} * info.size);
-          SetFirstWord(b, FreeMark(secret_, b));
+          MarkFree(secret_, b, c);
         }
         Link(k, s);
         ++k.slabs;
@@ -77,7 +77,7 @@ std::size_t CentralCache::Take(unsigned c, void** out, std::size_t n, bool grow)
       if (s == nullptr) break;
       void* b = reinterpret_cast<void*>(s->start);
       if (zero_new_spans_) std::memset(b, 0, s->pages * kPageSize);
-      SetFirstWord(b, FreeMark(secret_, b));
+      MarkFree(secret_, b, c);
       out[got++] = b;
     }
   }
@@ -92,7 +92,7 @@ void* CentralCache::TakeAligned(unsigned c, std::size_t alignment, bool grow) {
   if (s == nullptr) return nullptr;
   void* b = reinterpret_cast<void*>(s->start);
   if (zero_new_spans_) std::memset(b, 0, s->pages * kPageSize);
-  SetFirstWord(b, FreeMark(secret_, b));
+  MarkFree(secret_, b, c);
   SpinLockHolder lock(&k.mu);
   ++k.out;
   return b;

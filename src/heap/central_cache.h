@@ -24,21 +24,13 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
+#include "heap/free_mark.h"
 #include "heap/metadata.h"
 #include "heap/page_heap.h"
 #include "heap/size_class.h"
 #include "heap/spin_lock.h"
 
 namespace pinpool::internal {
-
-// The word a free block carries in its first 8 bytes (see Heap): written when a block becomes
-// free anywhere in the heap, cleared when it is handed out.
-inline std::uint64_t FreeMark(std::uint64_t secret, const void* p) noexcept {
-  return secret ^ reinterpret_cast<std::uintptr_t>(p);
-}
-using MarkWord = std::uint64_t __attribute__((may_alias));
-inline std::uint64_t FirstWord(const void* p) noexcept { return *static_cast<const MarkWord*>(p); }
-inline void SetFirstWord(void* p, std::uint64_t v) noexcept { *static_cast<MarkWord*>(p) = v; }
 
 class CentralCache {
  public:

@@ -81,7 +81,7 @@ std::size_t TransferBudget(std::size_t budget) {
 
 }  // namespace
 
-constinit fast_v7::CacheHead idle_cache;
+constinit fast_v8::CacheHead idle_cache;
 
 // Every cache this thread created, by heap id; at thread exit each goes back to its heap, if still
 // alive. The slots above are a most-recently-used window onto this list. A cache's head lives
@@ -98,7 +98,7 @@ struct ThreadCacheOwner {
   // This thread's slots (read by its inline paths without a lock). Their writers, this thread
   // moving caches between them and a drainer marking slot 0, hold `lock` (never while taking a
   // heap's lock: drainers hold theirs when they take this one).
-  ThreadCacheSlots* const slots = &fast_v7::tls_slots;
+  ThreadCacheSlots* const slots = &fast_v8::tls_slots;
   SpinLock lock;
   // Heads of caches of destroyed heaps that were in a slot then (a list through next_free):
   // deleted when they leave them.
@@ -369,8 +369,8 @@ void* Heap::AllocateClass(unsigned c) noexcept {
   });
 }
 
-void* Heap::HandOut(void* p, std::size_t size) noexcept {
-  SetFirstWord(p, 0);  // no longer free
+void* Heap::HandOut(void* p, unsigned c, std::size_t size) noexcept {
+  MarkLive(p, c);
   if (debug_) {
     MutexLock lock(&mu_);
     live_[reinterpret_cast<std::uintptr_t>(p)] = size;
@@ -380,14 +380,16 @@ void* Heap::HandOut(void* p, std::size_t size) noexcept {
 
 void* Heap::Allocate(std::size_t size, std::size_t alignment) noexcept {
   void* p;
+  unsigned c;
   if (alignment <= kPageSize) {
-    p = AllocateClass(alignment <= kMinBlock ? SizeClass(size) : AlignedSizeClass(size, alignment));
+    c = alignment <= kMinBlock ? SizeClass(size) : AlignedSizeClass(size, alignment);
+    p = AllocateClass(c);
   } else {
     // Aligned beyond a page: a large block of its own, placed by the page heap.
-    const unsigned c = std::max(SizeClass(size), kFirstLargeClass);
+    c = std::max(SizeClass(size), kFirstLargeClass);
     p = WithReclaim([&](bool grow) { return central_.TakeAligned(c, alignment, grow); });
   }
-  return p == nullptr ? nullptr : HandOut(p, size);
+  return p == nullptr ? nullptr : HandOut(p, c, size);
 }
 
 // --- free --------------------------------------------------------------------------------------
@@ -405,12 +407,12 @@ std::size_t Heap::CheckBlock(const void* p, std::size_t size, const char* what) 
 Heap::BlockState Heap::Inspect(const void* p) const noexcept {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   if (addr % kMinBlock != 0) return BlockState::kNotABlock;
-  // A free block carries its mark whether it is cached, in a slab or back in the page heap.
-  if (FirstWord(p) == FreeMark(secret_, p)) return BlockState::kFree;
+  // A free block carries its mark whether it is cached, in a slab or back in the page heap
+  // (where its class is no longer known).
   unsigned cls = 0;
-  if (!BlockStartAt(p, &cls)) {
-    return BlockState::kNotABlock;
-  }
+  const bool start = BlockStartAt(p, &cls);
+  if (start ? MarkedFree(secret_, p, cls) : MaybeMarkedFree(secret_, p)) return BlockState::kFree;
+  if (!start) return BlockState::kNotABlock;
   if (debug_) {
     MutexLock lock(&mu_);
     if (!live_.contains(addr)) return BlockState::kNotABlock;  // never allocated
@@ -441,7 +443,7 @@ unsigned Heap::CheckedClass(const void* p, std::size_t size, const char* what) c
     return cls;
   }
   if (start) {
-    PINPOOL_CHECK(FirstWord(p) != FreeMark(secret_, p), kFreeAlready, what, p);
+    PINPOOL_CHECK(!MarkedFree(secret_, p, cls), kFreeAlready, what, p);
     PINPOOL_CHECK(size <= ClassSize(cls),
                   "%s(%p, %zu): the size is larger than the block (a block of %zu bytes)", what, p,
                   size, ClassSize(cls));
@@ -449,7 +451,7 @@ unsigned Heap::CheckedClass(const void* p, std::size_t size, const char* what) c
   }
   // Not a block start now. A block freed earlier whose span went back to the page heap still
   // carries its mark (nothing rewrites free pages): that is a double free.
-  PINPOOL_CHECK(FirstWord(p) != FreeMark(secret_, p), kFreeAlready, what, p);
+  PINPOOL_CHECK(!MaybeMarkedFree(secret_, p), kFreeAlready, what, p);
   if (PageMap::ClassOf(entry) < kNumClasses) {
     const unsigned c = PageMap::ClassOf(entry);
     const std::uintptr_t span = PageMap::SpanStart(entry, addr);
@@ -487,12 +489,12 @@ void Heap::FreeBlock(void* p, unsigned c) noexcept {
       Leave(tc);
       return;
     }
-    SetFirstWord(p, FreeMark(secret_, p));
+    MarkFree(secret_, p, c);
     const bool cached = tc->Push(central_, c, p);
     Leave(tc);
     if (cached) return;
   } else {
-    SetFirstWord(p, FreeMark(secret_, p));
+    MarkFree(secret_, p, c);
   }
   central_.Put(c, &p, 1);
 }
@@ -574,7 +576,7 @@ Heap::Counts Heap::GetCounts() const {
 
 }  // namespace pinpool::internal
 
-namespace pinpool::fast_v7 {
+namespace pinpool::fast_v8 {
 
 static_assert(kNumClasses == internal::kNumClasses && kPageShift == internal::kPageShift);
 // The tag lies below the entry's class bits (PageMap::Encode uses bits 5 and up).
@@ -582,6 +584,10 @@ static_assert(kGrantTag == internal::PageMap::kGrantTag && kGrantTag < (1u << 5)
 static_assert(std::is_same_v<PageEntry, internal::PageEntry>);
 static_assert(sizeof(Bin) == 32 && sizeof(ClassTable::Class) == 32);
 static_assert(internal::ComputeSizeClass(kMaxFastSize) < kNumClasses);
+// The inline pop keeps the first word for sizes up to kMaxUncreditedSize without reading the row.
+static_assert(internal::MarkHash(internal::ComputeSizeClass(kMaxUncreditedSize)) == 0 &&
+              internal::ClassSize(internal::ComputeSizeClass(kMaxUncreditedSize)) <
+                  internal::kPageSize);
 
 constinit thread_local Slots tls_slots __attribute__((tls_model("initial-exec"))) = {
     .heap_id = {},
@@ -592,7 +598,7 @@ namespace {
 constexpr ClassTable MakeClassTable() {
   ClassTable t{};
   for (unsigned c = 0; c < kNumClasses; ++c) {
-    t.cls[c + 1] = {internal::Class(c).magic, internal::ClassSize(c), {}};
+    t.cls[c + 1] = {internal::Class(c).magic, internal::ClassSize(c), 0, internal::MarkHash(c)};
   }
   for (std::size_t i = 0; i <= kMaxFastSize / 16; ++i) {
     const unsigned c = internal::ComputeSizeClass(i == 0 ? 1 : i * 16);
@@ -605,4 +611,4 @@ constexpr ClassTable MakeClassTable() {
 constinit const ClassTable classes = MakeClassTable();
 constinit const ClassTable library_classes = MakeClassTable();
 
-}  // namespace pinpool::fast_v7
+}  // namespace pinpool::fast_v8

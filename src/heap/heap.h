@@ -12,10 +12,11 @@
 // No layer gives registered pages back or moves them: there is no purge, decommit, madvise or
 // unmap anywhere below a live chunk, so after any churn a block's pages are the pages the devices
 // pinned. All metadata (page map, spans, slab bitmaps, stacks) is the heap's own memory; the only
-// thing written into a chunk is the free mark in a free block's first word.
+// thing written into a chunk is a free block's mark.
 //
-// Misuse: a free block carries FreeMark(secret, address) in its first word (written when it
-// becomes free, cleared when it is handed out), so a second free aborts. The fast path of a free
+// Misuse: a free block carries FreeMark(secret, address) in one word (heap/free_mark.h: its first,
+// or for blocks of a page multiple one of its first page; written when it becomes free, cleared
+// when it is handed out), so a second free aborts. The fast path of a free
 // (sized or by address alike) checks, with the page map, that the pointer is exactly a block's
 // start; what fails any check goes to the slow path (Free -> CheckBlock), which aborts naming the
 // rule. With debug checks there are no thread caches and a table of live blocks makes every check
@@ -63,15 +64,15 @@
 
 namespace pinpool::internal {
 
-// This thread's most recently used (heap, cache) pairs are fast_v7::tls_slots
+// This thread's most recently used (heap, cache) pairs are fast_v8::tls_slots
 // (pinpool/fast_path.h): the inline fast path reads slot 0 only.
-using ThreadCacheSlots = fast_v7::Slots;
+using ThreadCacheSlots = fast_v8::Slots;
 // Set when this thread's cache owner has been destroyed (thread exit): frees and allocations
 // from destructors that run later (other thread_locals, statics) bypass the caches.
 extern constinit thread_local bool tls_caches_gone __attribute__((tls_model("initial-exec")));
 // What every slot without a cache holds (never null: the inline handshake sets slot 0's cache's
 // `busy` before it tests the slot's heap id). Only its `busy` is ever written.
-extern fast_v7::CacheHead idle_cache;
+extern fast_v8::CacheHead idle_cache;
 
 class Heap {
  public:
@@ -102,31 +103,31 @@ class Heap {
   // The owner's side of the handshake in the library, for a cache of this thread in any slot
   // (the inline paths test slot 0's mark instead): false (and not busy) when a drain is pending.
   static bool Enter(ThreadCache* c) noexcept {
-    return fast_v7::EnterIf(c, [c] { return c->drain.load(std::memory_order_acquire) == 0; });
+    return fast_v8::EnterIf(c, [c] { return c->drain.load(std::memory_order_acquire) == 0; });
   }
-  static void Leave(ThreadCache* c) noexcept { fast_v7::Leave(c); }
+  static void Leave(ThreadCache* c) noexcept { fast_v8::Leave(c); }
   // The inline pop for any size up to the pool's max block (the inline path's table stops at
-  // fast_v7::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
+  // fast_v8::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
   static void* TryAllocateCached(std::uint64_t id, std::size_t size) noexcept {
-    ThreadCacheSlots& t = fast_v7::tls_slots;
+    ThreadCacheSlots& t = fast_v8::tls_slots;
     const unsigned cls = SizeClass(size);
-    fast_v7::CacheHead* c = t.cache[0];
-    if (!fast_v7::Enter(t, c, id)) return nullptr;
-    fast_v7::Bin& bin = c->bins[cls];
+    fast_v8::CacheHead* c = t.cache[0];
+    if (!fast_v8::Enter(t, c, id)) return nullptr;
+    fast_v8::Bin& bin = c->bins[cls];
     void** top = bin.Top();
     if (__builtin_expect(top == bin.Bottom(), 0)) {
-      fast_v7::Leave(c);
+      fast_v8::Leave(c);
       return nullptr;
     }
     bin.SetTop(--top);
-    void* p = *top;
+    void* const p = *top;
     // Gives the bytes back for every size (the inline pop does only above kMaxUncreditedSize):
     // a call anyway, and mostly blocks above kMaxFastSize here.
     c->room.store(
         c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassSize(cls)),
         std::memory_order_relaxed);
-    fast_v7::Leave(c);
-    SetFirstWord(p, 0);  // no longer free
+    fast_v8::Leave(c);
+    MarkLive(p, cls);
     return p;
   }
 
@@ -224,7 +225,7 @@ class Heap {
   // into slot 0 is unmarked even while a drain of it is pending, and Acquire waits that out.
   ThreadCache* Cache() noexcept {
     if (debug_ || tls_caches_gone) return nullptr;
-    ThreadCacheSlots& t = fast_v7::tls_slots;
+    ThreadCacheSlots& t = fast_v8::tls_slots;
     if (__builtin_expect(t.heap_id[0].load(std::memory_order_relaxed) == id_, 1)) {
       return static_cast<ThreadCache*>(t.cache[0]);
     }
@@ -249,7 +250,7 @@ class Heap {
   // CheckBlock, returning the block's class.
   unsigned CheckedClass(const void* p, std::size_t size, const char* what) const noexcept;
   // A block handed out: no longer free.
-  void* HandOut(void* p, std::size_t size) noexcept;
+  void* HandOut(void* p, unsigned c, std::size_t size) noexcept;
   // A checked block of class c made free.
   void FreeBlock(void* p, unsigned c) noexcept;
   // This thread's cache of this heap, if it has one (without making one).

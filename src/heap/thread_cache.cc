@@ -96,7 +96,7 @@ bool ThreadCache::MakeStorage(unsigned c) noexcept {
   bin.SetTop(storage);
   used_[used_count_++] = static_cast<std::uint8_t>(c);
   // Allocations of up to kMaxUncreditedSize bytes that come from class c leave the room alone.
-  if (c == 0 || ClassSize(c - 1) < fast_v7::kMaxUncreditedSize) ++uncredited_used_;
+  if (c == 0 || ClassSize(c - 1) < fast_v8::kMaxUncreditedSize) ++uncredited_used_;
   return true;
 }
 

@@ -55,7 +55,7 @@ TEST(CentralCacheTest, FreshBlocksAreDistinctAlignedAndCarryTheFreeMark) {
     EXPECT_EQ(seen.size(), out.size()) << c;
     for (void* p : out) {
       EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u);
-      EXPECT_EQ(FirstWord(p), FreeMark(kSecret, p)) << "a free block carries the mark";
+      EXPECT_TRUE(MarkedFree(kSecret, p, c)) << "a free block carries the mark";
       unsigned cls = 999;
       const auto a = reinterpret_cast<std::uintptr_t>(p);
       EXPECT_TRUE(PageMap::IsBlockStart(f.pages.page_map().EntryAt(a), a, &cls));

@@ -73,23 +73,23 @@ TEST(PageMapTest, ALargeBlockStartsOnlyAtItsFirstByte) {
 }
 
 TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
-  const fast_v7::ClassTable& table = fast_v7::classes;
+  const fast_v8::ClassTable& table = fast_v8::classes;
   for (unsigned c = 0; c < kNumClasses; ++c) {
     for (std::size_t delta = 0; delta <= (IsSlabClass(c) ? PageMap::kMaxDelta : 0); ++delta) {
       const std::uint32_t e = PageMap::Encode(c, delta);
-      const std::size_t row = (e & fast_v7::kRowMask) / sizeof(fast_v7::ClassTable::Class);
+      const std::size_t row = (e & fast_v8::kRowMask) / sizeof(fast_v8::ClassTable::Class);
       ASSERT_EQ(row, c + 1) << c << " " << delta;
       ASSERT_EQ(table.cls[row].size, ClassSize(c));
     }
     // The inline test agrees with the heap's on every 16-byte offset of a span of the class.
     const std::size_t span = IsSlabClass(c) ? Class(c).pages * kPageSize : kPageSize;
     for (std::uintptr_t off = 0; off < span && off < (1u << 20); off += 16) {
-      ASSERT_EQ(fast_v7::AtBlockStart(table.cls[c + 1], off), IsBlockOffset(c, off))
+      ASSERT_EQ(fast_v8::AtBlockStart(table.cls[c + 1], off), IsBlockOffset(c, off))
           << c << " " << off;
     }
   }
   for (std::uintptr_t off = 0; off < (1u << 17); off += 16) {
-    ASSERT_FALSE(fast_v7::AtBlockStart(table.cls[0], off)) << "row 0 at offset " << off;
+    ASSERT_FALSE(fast_v8::AtBlockStart(table.cls[0], off)) << "row 0 at offset " << off;
   }
 }
 
@@ -98,21 +98,21 @@ TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
 // an entry's row equals a size's row exactly when the entry's class is the size's; an entry of 0
 // and one with the grant tag equal no size's row.
 TEST(PageMapTest, ASizesRowIsItsClassAndOnlyThatClassesEntriesMatchIt) {
-  const fast_v7::ClassTable& table = fast_v7::classes;
-  constexpr std::size_t kRow = sizeof(fast_v7::ClassTable::Class);
-  for (std::size_t size = 1; size <= fast_v7::kMaxFastSize; size += (size < 64 ? 1 : 16)) {
+  const fast_v8::ClassTable& table = fast_v8::classes;
+  constexpr std::size_t kRow = sizeof(fast_v8::ClassTable::Class);
+  for (std::size_t size = 1; size <= fast_v8::kMaxFastSize; size += (size < 64 ? 1 : 16)) {
     const std::uint32_t row = table.row[(size + 15) >> 4];
     ASSERT_EQ(row, (SizeClass(size) + 1) * kRow) << size;
     ASSERT_GE(table.cls[row / kRow].size, size) << size;
     ASSERT_NE(row, 0u);
-    ASSERT_EQ(row & fast_v7::kGrantTag, 0u) << size;
+    ASSERT_EQ(row & fast_v8::kGrantTag, 0u) << size;
   }
   for (unsigned c = 0; c < kNumClasses; ++c) {
     const std::uint32_t e = PageMap::Encode(c, 0);
-    for (std::size_t size = 16; size <= fast_v7::kMaxFastSize; size += 16) {
+    for (std::size_t size = 16; size <= fast_v8::kMaxFastSize; size += 16) {
       const std::uint32_t row = table.row[(size + 15) >> 4];
-      ASSERT_EQ((e & fast_v7::kRowMask) == row, SizeClass(size) == c) << c << " " << size;
-      ASSERT_NE(((e | PageMap::kGrantTag) & fast_v7::kRowMask), row) << c << " " << size;
+      ASSERT_EQ((e & fast_v8::kRowMask) == row, SizeClass(size) == c) << c << " " << size;
+      ASSERT_NE(((e | PageMap::kGrantTag) & fast_v8::kRowMask), row) << c << " " << size;
     }
   }
 }
@@ -121,7 +121,7 @@ TEST(PageMapTest, ASizesRowIsItsClassAndOnlyThatClassesEntriesMatchIt) {
 // nothing is a block's start; the heap's own readings of the entry ignore it; and it is set and
 // cleared on its page alone, leaving the entry as it was.
 TEST(PageMapTest, TheGrantTagFailsTheInlineFreeAndNothingElse) {
-  const fast_v7::ClassTable& table = fast_v7::classes;
+  const fast_v8::ClassTable& table = fast_v8::classes;
   for (unsigned c = 0; c < kNumClasses; ++c) {
     const std::uint32_t tagged = PageMap::Encode(c, 0) | PageMap::kGrantTag;
     EXPECT_EQ(PageMap::ClassOf(tagged), c);
@@ -129,10 +129,10 @@ TEST(PageMapTest, TheGrantTagFailsTheInlineFreeAndNothingElse) {
     unsigned cls = kNumClasses;
     EXPECT_TRUE(PageMap::IsBlockStart(tagged, kBase, &cls));
     EXPECT_EQ(cls, c);
-    const auto& row = *reinterpret_cast<const fast_v7::ClassTable::Class*>(
-        reinterpret_cast<std::uintptr_t>(table.cls) + (tagged & fast_v7::kRowMask));
+    const auto& row = *reinterpret_cast<const fast_v8::ClassTable::Class*>(
+        reinterpret_cast<std::uintptr_t>(table.cls) + (tagged & fast_v8::kRowMask));
     for (std::uintptr_t off = 0; off < 4 * ClassSize(c) && off < (1u << 17); off += 16) {
-      ASSERT_FALSE(fast_v7::AtBlockStart(row, off)) << "class " << c << " offset " << off;
+      ASSERT_FALSE(fast_v8::AtBlockStart(row, off)) << "class " << c << " offset " << off;
     }
   }
   const std::uint32_t tagged_empty = PageMap::kGrantTag;  // a page where no block starts

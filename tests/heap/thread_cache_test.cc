@@ -121,7 +121,7 @@ TEST(ThreadCacheTest, AFreeAfterInlinePopsCountsAgainInsteadOfHalvingTheBins) {
   // halve the bins (which a room believed would do).
   const std::size_t budget = 2 << 20;
   Fixture f(budget);
-  const unsigned c = SizeClass(fast_v7::kMaxUncreditedSize);
+  const unsigned c = SizeClass(fast_v8::kMaxUncreditedSize);
   const std::size_t n = budget / ClassSize(c);
   std::vector<void*> blocks = f.Get(c, n);
   for (void* p : blocks) ASSERT_TRUE(f.cache.Push(f.central, c, p));
@@ -149,7 +149,7 @@ TEST(ThreadCacheTest, TheRoomStaysABoundWhileInlinePopsLeaveItShort) {
   // halving may come where a count would have spared it; the bound must hold throughout.
   const auto budget = static_cast<std::intptr_t>(2 << 20);
   Fixture f(static_cast<std::size_t>(budget));
-  const unsigned smalls = SizeClass(fast_v7::kMaxUncreditedSize) + 1;
+  const unsigned smalls = SizeClass(fast_v8::kMaxUncreditedSize) + 1;
   std::mt19937_64 rng(5);
   std::vector<std::pair<unsigned, void*>> out;  // blocks the program holds
   for (int i = 0; i < 20000; ++i) {
@@ -180,26 +180,26 @@ TEST(ThreadCacheTest, TheRoomStaysABoundWhileInlinePopsLeaveItShort) {
 TEST(ThreadCacheTest, TheInlinePopGivesBackTheBytesOfBlocksAboveTheUncreditedSizeOnly) {
   // The real inline pop, on a head of this test's put in the thread's slot 0 for a moment.
   constexpr std::uint64_t kId = 0x7e57;
-  const unsigned small = SizeClass(fast_v7::kMaxUncreditedSize);
-  const unsigned big = SizeClass(fast_v7::kMaxUncreditedSize + 1);
+  const unsigned small = SizeClass(fast_v8::kMaxUncreditedSize);
+  const unsigned big = SizeClass(fast_v8::kMaxUncreditedSize + 1);
   ASSERT_NE(small, big);
   alignas(16) static char blocks[2][64];
   void* small_stack[1] = {blocks[0]};
   void* big_stack[1] = {blocks[1]};
-  fast_v7::CacheHead head;
+  fast_v8::CacheHead head;
   for (auto [c, stack] : {std::pair{small, small_stack}, std::pair{big, big_stack}}) {
     head.bins[c].bottom.store(stack);
     head.bins[c].SetTop(stack + 1);
     head.bins[c].limit = stack + 1;
   }
-  fast_v7::Slots& t = fast_v7::tls_slots;
+  fast_v8::Slots& t = fast_v8::tls_slots;
   const std::uint64_t saved_id = t.heap_id[0].load();
-  fast_v7::CacheHead* const saved_cache = t.cache[0];
+  fast_v8::CacheHead* const saved_cache = t.cache[0];
   t.heap_id[0].store(kId);
   t.cache[0] = &head;
-  void* a = fast_v7::TryPop(kId, fast_v7::kMaxUncreditedSize);
+  void* a = fast_v8::TryPop(kId, fast_v8::kMaxUncreditedSize);
   const std::intptr_t after_small = head.room.load();
-  void* b = fast_v7::TryPop(kId, fast_v7::kMaxUncreditedSize + 1);
+  void* b = fast_v8::TryPop(kId, fast_v8::kMaxUncreditedSize + 1);
   const std::intptr_t after_big = head.room.load();
   t.heap_id[0].store(saved_id);
   t.cache[0] = saved_cache;
@@ -229,7 +229,7 @@ TEST(ThreadCacheTest, AnEmptyBinRefillsABatchAndHandsOutOne) {
   EXPECT_EQ(f.cache.held_bytes(), (Class(c).batch - 1u) * ClassSize(c));
   // Refilled blocks are free (marked); the one handed out is the caller's to clear.
   for (void** b = f.cache.bins[c].Bottom(); b != f.cache.bins[c].Top(); ++b) {
-    EXPECT_EQ(FirstWord(*b), FreeMark(kSecret, *b));
+    EXPECT_TRUE(MarkedFree(kSecret, *b, c));
   }
   // A bin that is not empty hands out its top without the central layer.
   const std::size_t out = f.central.GetCounts().out_bytes;
