@@ -233,6 +233,8 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
     *MarkOf(p, ClassRow(row).mark_hash) = 0;  // no longer free
   } else {
     // Up to kMaxUncreditedSize, the class is below a page: the mark is the block's first word.
+    // Each arm leaves and stores on its own: one store after the arms join cost the small
+    // sizes a move (their mark's address and p in two registers).
     Leave(c);
     *static_cast<MarkWord*>(p) = 0;
   }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "heap/free_mark.h"
 #include "util/check.h"
 
 namespace pinpool::internal {

@@ -24,7 +24,6 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
-#include "heap/free_mark.h"
 #include "heap/metadata.h"
 #include "heap/page_heap.h"
 #include "heap/size_class.h"

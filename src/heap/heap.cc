@@ -585,9 +585,7 @@ static_assert(std::is_same_v<PageEntry, internal::PageEntry>);
 static_assert(sizeof(Bin) == 32 && sizeof(ClassTable::Class) == 32);
 static_assert(internal::ComputeSizeClass(kMaxFastSize) < kNumClasses);
 // The inline pop keeps the first word for sizes up to kMaxUncreditedSize without reading the row.
-static_assert(internal::MarkHash(internal::ComputeSizeClass(kMaxUncreditedSize)) == 0 &&
-              internal::ClassSize(internal::ComputeSizeClass(kMaxUncreditedSize)) <
-                  internal::kPageSize);
+static_assert(internal::MarkHash(internal::ComputeSizeClass(kMaxUncreditedSize)) == 0);
 
 constinit thread_local Slots tls_slots __attribute__((tls_model("initial-exec"))) = {
     .heap_id = {},

@@ -54,6 +54,7 @@
 #include "absl/status/statusor.h"
 #include "arena/arena.h"
 #include "heap/central_cache.h"
+#include "heap/free_mark.h"
 #include "heap/metadata.h"
 #include "heap/page_heap.h"
 #include "heap/page_map.h"

@@ -32,7 +32,6 @@
 #include <cstdint>
 
 #include "heap/central_cache.h"
-#include "heap/free_mark.h"
 #include "heap/metadata.h"
 #include "heap/size_class.h"
 #include "pinpool/fast_path.h"

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "heap/free_mark.h"
 #include "support/fake_chunks.h"
 
 namespace pinpool::internal {

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "heap/free_mark.h"
 #include "support/fake_chunks.h"
 
 namespace pinpool::internal {
