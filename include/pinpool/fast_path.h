@@ -12,18 +12,18 @@
 // ABI: what is here is compiled into programs, so its layout is part of libpinpool's ABI: the
 // per-thread slots (slot 0's cache never null), a cache's handshake words, byte room (which the
 // inline free charges and the inline allocation credits only above kMaxUncreditedSize) and
-// bins, the
-// class table's shape (32-byte rows, row 0 the page map's "no block here"), the free mark (secret ^
-// address, where MarkOf says), the page map's entry encoding (internal::PageMap) and
-// the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
+// bins, the class table's shape (32-byte rows, row 0 the page map's "no block here"), the free
+// mark (secret ^ address, where MarkOf says), the page map's entry encoding (internal::PageMap)
+// and the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
 // change to any of them renames it (v1 had per-chunk page map arrays and another class table;
 // v2 tested a chunk table for granted blocks instead of the page map entry's grant tag; v3's
 // Pool kept the range's size in 16-byte units and the page map's own address; v4 read a
 // cache's `drain` word instead of a drainer's mark on slot 0; v5's size table held class
 // indexes where v6's holds row offsets; v6's pop gave every block's bytes back to the room; v7
-// kept every mark in the block's first word), so a
-// program built against other headers fails to load (an undefined symbol: tls_slots or classes)
-// instead of reading a layout it does not know. The class table's contents
+// kept every mark in the block's first word; v8's entries held the row in bits 5-11 and the
+// span offset in the top 16, its bins no mark hash, its size table was indexed by size + 15),
+// so a program built against other headers fails to load (an undefined symbol: tls_slots or
+// classes) instead of reading a layout it does not know. The class table's contents
 // (which sizes map to which class) are the library's: programs read them from libpinpool.so's
 // exported `classes`, so a new library may change them without a rebuild.
 //
@@ -45,7 +45,7 @@
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v8 {
+namespace pinpool::fast_v9 {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
@@ -65,7 +65,9 @@ struct Bin {
   std::atomic<void**> top{nullptr};
   void** limit = nullptr;
   std::atomic<void**> bottom{nullptr};
-  void* reserved = nullptr;
+  // The class's MarkOf hash (its class row's mark_hash), set with the bin's storage: the pop
+  // reads it from the line that holds top, not from the class table.
+  std::uint64_t mark_hash = 0;
   void** Top() const noexcept { return top.load(std::memory_order_relaxed); }
   void** Bottom() const noexcept { return bottom.load(std::memory_order_relaxed); }
   void SetTop(void** t) noexcept { top.store(t, std::memory_order_relaxed); }
@@ -101,8 +103,8 @@ extern PINPOOL_EXPORT constinit thread_local Slots tls_slots
     __attribute__((tls_model("initial-exec")));
 
 struct ClassTable {
-  // Row c + 1 is class c's (32 bytes, as a Bin: a page map entry & 0xfe0 is the row's byte
-  // offset); row 0 is all zero, for page map entries of 0, and fails every test below.
+  // Row c + 1 is class c's (32 bytes, as a Bin: a page map entry >> kRowShift is the row's
+  // byte offset); row 0 is all zero, for page map entries of 0, and fails every test below.
   struct Class {
     // Divisibility by `size` for offsets below 2^32: n is a multiple of size exactly when
     // n * magic < magic in 64-bit arithmetic (Lemire, Kaser and Kurz 2019). With magic 0
@@ -115,10 +117,11 @@ struct ClassTable {
     // Where a free block of the class keeps its mark: MarkOf's `hash` (0: the first word).
     std::uint64_t mark_hash;
   } cls[kNumClasses + 1];
-  // The row of `size` bytes (1 .. kMaxFastSize) is row[(size + 15) >> 4]: its class's row's
-  // byte offset in cls, (class + 1) * 32, which is also where the class's bin ends in a cache's
-  // bins (BinOfRow). Stored as the offset, not the class: no arithmetic between load and use.
-  std::uint16_t row[kMaxFastSize / 16 + 1];
+  // The row of `size` bytes (1 .. kMaxFastSize) is row[(size - 1) >> 4] (RowOfSize): its
+  // class's row's byte offset in cls, (class + 1) * 32, which is also where the class's bin ends
+  // in a cache's bins (BinOfRow). Stored as the offset, not the class: no arithmetic between
+  // load and use. Indexed by size - 1, which the callers' range test has computed already.
+  std::uint16_t row[kMaxFastSize / 16];
 };
 extern PINPOOL_EXPORT const ClassTable classes;
 #ifdef PINPOOL_BUILDING_LIBRARY
@@ -131,16 +134,26 @@ PINPOOL_FAST_INLINE const ClassTable& Classes() noexcept { return classes; }
 #endif
 
 // A page map entry (internal::PageMap): 0 when no block starts on the page, else
-// (page's offset from its span's start mod class size) << 16 | (pages into the span) << 12 |
-// (class + 1) << 5, with kGrantTag added while a block starting on the page may be reached by a
-// remote grant (or is held until its grants end): every free of a block starting on such a page
-// goes to the library, which decides. The map is one array over the pool's whole reserved
-// range, indexed by page.
+//   (class + 1) << 25 | (pages into the span) << 16 | lead
+// where lead, 16 bits, is (page's offset from its span's start mod class size - page's address)
+// mod 2^16: added to an address on the page, it gives the address's offset from the span's
+// start mod class size in the low 16 bits (SpanOffset). kGrantTag is added while a block
+// starting on the page may be reached by a remote grant (or is held until its grants end):
+// every free of a block starting on such a page goes to the library, which decides. The map is
+// one array over the pool's whole reserved range, indexed by page.
 using PageEntry = std::atomic<std::uint32_t>;
 inline constexpr unsigned kPageShift = 12;
-inline constexpr std::uint32_t kGrantTag = 0x10;
-// An entry's byte offset into ClassTable::cls: its class's row, 16 bytes further with the tag.
-inline constexpr std::uint32_t kRowMask = 0xfe0 | kGrantTag;
+// entry >> kRowShift is the byte offset into ClassTable::cls of the entry's class's row (bits
+// 20-23 of an entry are 0), 16 bytes further with the tag. One shift: no copy, no mask.
+inline constexpr unsigned kRowShift = 20;
+inline constexpr std::uint32_t kGrantTag = std::uint32_t{0x10} << kRowShift;
+PINPOOL_FAST_INLINE std::uintptr_t RowOfEntry(std::uint32_t entry) noexcept {
+  return entry >> kRowShift;
+}
+// The row of `size` bytes (1 .. kMaxFastSize).
+PINPOOL_FAST_INLINE std::uintptr_t RowOfSize(std::size_t size) noexcept {
+  return Classes().row[(size - 1) >> 4];
+}
 
 // True when `offset` (below 2^32: from a span's start) is a multiple of the class's size; never
 // for row 0.
@@ -165,7 +178,7 @@ inline constexpr std::uint64_t kMarkHash = 0x9e3779b97f4a7c15;  // 2^64 / the go
 // those of blocks 64 KiB apart in a few sets of L2, so a window or batch of hundreds of them
 // missed on the mark at every free; spread over the page's 64 lines, they stay cached. A free
 // pays 4 instructions for it (the row's word, a multiplication, a shift, the address), an
-// allocation above kMaxUncreditedSize 4 (docs/instruction-counts.md, fast_v8).
+// allocation above kMaxUncreditedSize 4 (docs/instruction-counts.md, fast_v9).
 PINPOOL_FAST_INLINE MarkWord* MarkOf(void* p, std::uint64_t hash) noexcept {
   return static_cast<MarkWord*>(p) + ((reinterpret_cast<std::uintptr_t>(p) * hash) >> 55);
 }
@@ -211,7 +224,7 @@ PINPOOL_FAST_INLINE Bin& BinOfRow(CacheHead* c, std::uintptr_t row) noexcept {
 // A block of `size` bytes (1 .. kMaxFastSize) from this thread's cache of heap `id`, or null.
 PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   Slots& t = tls_slots;
-  const std::uintptr_t row = Classes().row[(size + 15) >> 4];
+  const std::uintptr_t row = RowOfSize(size);
   CacheHead* c = t.cache[0];
   if (!Enter(t, c, id)) return nullptr;
   Bin& bin = BinOfRow(c, row);
@@ -230,7 +243,7 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
         c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassRow(row).size),
         std::memory_order_relaxed);
     Leave(c);
-    *MarkOf(p, ClassRow(row).mark_hash) = 0;  // no longer free
+    *MarkOf(p, bin.mark_hash) = 0;  // no longer free
   } else {
     // Up to kMaxUncreditedSize, the class is below a page: the mark is the block's first word.
     // Each arm leaves and stores on its own: one store after the arms join cost the small
@@ -241,10 +254,20 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
   return p;
 }
 
-// p's offset from its span's start, modulo the class size: the entry's top 16 bits are the
-// page's offset from the span's start modulo the class size.
+// p's offset from its span's start, modulo the class size (below 2^16): p plus the entry's
+// lead, modulo 2^16 (an addition and a zero extension; the entry's higher bits, and whatever
+// lies above the entry's 32 bits in its register, do not reach the low 16). On x86-64 the sum is
+// a `lea` into a register of its own (the early clobber), so that the entry's register is left
+// for the shift that gives the row: written as an addition, gcc copies the entry first (one
+// instruction more a free).
 PINPOOL_FAST_INLINE std::uintptr_t SpanOffset(std::uint32_t entry, const void* p) noexcept {
-  return (reinterpret_cast<std::uintptr_t>(p) & ((1u << kPageShift) - 1)) + (entry >> 16);
+#if defined(__x86_64__)
+  std::uint32_t sum;
+  asm("lea (%q1,%q2), %k0" : "=&r"(sum) : "r"(p), "r"(entry));
+  return static_cast<std::uint16_t>(sum);
+#else
+  return static_cast<std::uint16_t>(reinterpret_cast<std::uintptr_t>(p) + entry);
+#endif
 }
 
 // A free onto this thread's cache of heap `id`: true when done, false when the library must look
@@ -260,10 +283,10 @@ PINPOOL_FAST_INLINE std::uintptr_t SpanOffset(std::uint32_t entry, const void* p
 //     push's stores depend on p's load only, and the entry feeds a test. A block whose class is
 //     not the size's (an alignment above 16 chose another, or Reallocate shrank it in place) goes
 //     to the library, which files it under its own class.
-//   - else (by address, or a size above kMaxFastSize): from the entry. Its bits 5..11 are the
-//     class + 1 (only the library writes entries), so entry & 0xfe0 is the byte offset of the
-//     class's row; an entry of 0 (no block starts on this page) selects row 0, which fails the
-//     block start test, and so does an entry with the grant tag (bit 4: the row's zero half). No
+//   - else (by address, or a size above kMaxFastSize): from the entry. Its top 7 bits are the
+//     class + 1 (only the library writes entries), so entry >> kRowShift is the byte offset of
+//     the class's row; an entry of 0 (no block starts on this page) selects row 0, which fails
+//     the block start test, and so does an entry with the grant tag (the row's zero half). No
 //     range test, no test for 0, no test of the tag.
 // The entry is read inside the drain handshake (after Enter): a chunk the heap forgets
 // (Heap::ForgetChunk, when its memory is given back) has its entries cleared while every cache's
@@ -275,14 +298,15 @@ template <bool kBySize>
 PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const PageEntry& slot,
                                  void* p, std::size_t size) noexcept {
   Slots& t = tls_slots;
-  const std::uintptr_t size_row = kBySize ? Classes().row[(size + 15) >> 4] : 0;
+  const std::uintptr_t size_row = kBySize ? RowOfSize(size) : 0;
   CacheHead* c = t.cache[0];
   if (!Enter(t, c, id)) return false;
   const std::uint32_t entry = slot.load(std::memory_order_relaxed);
-  const std::uintptr_t row = kBySize ? size_row : entry & kRowMask;
+  const std::uintptr_t offset = SpanOffset(entry, p);
+  const std::uintptr_t row = kBySize ? size_row : RowOfEntry(entry);
   const ClassTable::Class& k = ClassRow(row);
-  const bool fits = kBySize ? (entry & kRowMask) == row : size <= k.size;
-  if (__builtin_expect(!fits || !AtBlockStart(k, SpanOffset(entry, p)), 0)) {
+  const bool fits = kBySize ? RowOfEntry(entry) == row : size <= k.size;
+  if (__builtin_expect(!fits || !AtBlockStart(k, offset), 0)) {
     Leave(c);
     return false;
   }
@@ -316,6 +340,6 @@ PINPOOL_FAST_INLINE bool TryFree(std::uint64_t id, std::uint64_t secret, const P
   return TryPush<false>(id, secret, slot, p, size);
 }
 
-}  // namespace pinpool::fast_v8
+}  // namespace pinpool::fast_v9
 
 #endif  // PINPOOL_FAST_PATH_H_

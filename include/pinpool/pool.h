@@ -117,8 +117,8 @@ class PINPOOL_EXPORT Pool {
   }
   // The same with alignof(std::max_align_t) (16).
   PINPOOL_FAST_INLINE Block Allocate(std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v8::kMaxFastSize, 1)) {
-      if (void* p = fast_v8::TryPop(heap_id_, size)) return Block(p, size, BlockChunk(p));
+    if (__builtin_expect(size - 1 < fast_v9::kMaxFastSize, 1)) {
+      if (void* p = fast_v9::TryPop(heap_id_, size)) return Block(p, size, BlockChunk(p));
     }
     return AllocateSlow(size, 16);
   }
@@ -130,8 +130,8 @@ class PINPOOL_EXPORT Pool {
   // switches classes finds its cache of the class in a short per-thread list (a call).
   // `cls` must come from this pool's ClassOf (else this aborts naming it).
   PINPOOL_FAST_INLINE Block Allocate(ClassId cls, std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v8::kMaxFastSize && cls.index < class_count_, 1)) {
-      if (void* p = fast_v8::TryPop(class_heap_ids_[cls.index], size)) {
+    if (__builtin_expect(size - 1 < fast_v9::kMaxFastSize && cls.index < class_count_, 1)) {
+      if (void* p = fast_v9::TryPop(class_heap_ids_[cls.index], size)) {
         return Block(p, size, BlockChunk(p));
       }
     }
@@ -159,7 +159,7 @@ class PINPOOL_EXPORT Pool {
   // Frees by address and the size it was allocated (or last reallocated) with: as fast as
   // freeing the Block. Null is ignored; size 0 means unknown (as the next overload).
   PINPOOL_FAST_INLINE void Deallocate(void* data, std::size_t size) noexcept {
-    data = fast_v8::Launder(data);
+    data = fast_v9::Launder(data);
     if (!TryFreeFast(data, size)) DeallocateSlow(data, size);
   }
   // Frees by address alone (C-style): checked as closely as the sized free, and as fast but for
@@ -396,8 +396,8 @@ class PINPOOL_EXPORT Pool {
   PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
     const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(data);
     if (__builtin_expect(a - range_base_ >= range_size_, 0)) return false;
-    return fast_v8::TryFree(heap_id_, secret_,
-                            AtAddress<fast_v8::PageEntry>(page_map_origin_, a, fast_v8::kPageShift),
+    return fast_v9::TryFree(heap_id_, secret_,
+                            AtAddress<fast_v9::PageEntry>(page_map_origin_, a, fast_v9::kPageShift),
                             data, size);
   }
   // GiveBack of chunk `index` (pool/take_back.cc), and the background work's lease check.

@@ -81,7 +81,7 @@ std::size_t TransferBudget(std::size_t budget) {
 
 }  // namespace
 
-constinit fast_v8::CacheHead idle_cache;
+constinit fast_v9::CacheHead idle_cache;
 
 // Every cache this thread created, by heap id; at thread exit each goes back to its heap, if still
 // alive. The slots above are a most-recently-used window onto this list. A cache's head lives
@@ -98,7 +98,7 @@ struct ThreadCacheOwner {
   // This thread's slots (read by its inline paths without a lock). Their writers, this thread
   // moving caches between them and a drainer marking slot 0, hold `lock` (never while taking a
   // heap's lock: drainers hold theirs when they take this one).
-  ThreadCacheSlots* const slots = &fast_v8::tls_slots;
+  ThreadCacheSlots* const slots = &fast_v9::tls_slots;
   SpinLock lock;
   // Heads of caches of destroyed heaps that were in a slot then (a list through next_free):
   // deleted when they leave them.
@@ -576,11 +576,12 @@ Heap::Counts Heap::GetCounts() const {
 
 }  // namespace pinpool::internal
 
-namespace pinpool::fast_v8 {
+namespace pinpool::fast_v9 {
 
 static_assert(kNumClasses == internal::kNumClasses && kPageShift == internal::kPageShift);
-// The tag lies below the entry's class bits (PageMap::Encode uses bits 5 and up).
-static_assert(kGrantTag == internal::PageMap::kGrantTag && kGrantTag < (1u << 5));
+// The entry's row is its class + 1 times a row's 32 bytes, with the tag as 16 more.
+static_assert(kGrantTag == internal::PageMap::kGrantTag &&
+              internal::PageMap::kClassShift - kRowShift == 5 && (kGrantTag >> kRowShift) == 16);
 static_assert(std::is_same_v<PageEntry, internal::PageEntry>);
 static_assert(sizeof(Bin) == 32 && sizeof(ClassTable::Class) == 32);
 static_assert(internal::ComputeSizeClass(kMaxFastSize) < kNumClasses);
@@ -598,8 +599,8 @@ constexpr ClassTable MakeClassTable() {
   for (unsigned c = 0; c < kNumClasses; ++c) {
     t.cls[c + 1] = {internal::Class(c).magic, internal::ClassSize(c), 0, internal::MarkHash(c)};
   }
-  for (std::size_t i = 0; i <= kMaxFastSize / 16; ++i) {
-    const unsigned c = internal::ComputeSizeClass(i == 0 ? 1 : i * 16);
+  for (std::size_t i = 0; i < kMaxFastSize / 16; ++i) {
+    const unsigned c = internal::ComputeSizeClass((i + 1) * 16);
     t.row[i] = static_cast<std::uint16_t>((c + 1) * sizeof(ClassTable::Class));
   }
   return t;
@@ -609,4 +610,4 @@ constexpr ClassTable MakeClassTable() {
 constinit const ClassTable classes = MakeClassTable();
 constinit const ClassTable library_classes = MakeClassTable();
 
-}  // namespace pinpool::fast_v8
+}  // namespace pinpool::fast_v9

@@ -148,6 +148,8 @@ bool PageHeap::GrowLocked() {
 Span* PageHeap::Allocate(std::size_t pages, unsigned cls, std::size_t alignment, bool grow) {
   PINPOOL_DCHECK(pages >= 1 && pages <= map_.pages_per_chunk());
   PINPOOL_DCHECK(alignment >= kPageSize && alignment <= chunk_size_);
+  // A slab's pages carry their distance from its start in 4 bits (PageMap).
+  PINPOOL_DCHECK(!IsSlabClass(cls) || pages <= PageMap::kMaxDelta + 1);
   SpinLockHolder lock(&mu_);
   Span* s;
   std::uintptr_t at;
@@ -302,8 +304,8 @@ void PageHeap::Verify() const {
       for (std::size_t i = 0; i < s->pages; ++i) {
         const std::uintptr_t page = s->start + (i << kPageShift);
         std::uint32_t want = 0;
-        if (s->state == Span::State::kSlab) want = PageMap::Encode(s->cls, i);
-        if (s->state == Span::State::kLarge && i == 0) want = PageMap::Encode(s->cls, 0);
+        if (s->state == Span::State::kSlab) want = PageMap::Encode(s->cls, i, page);
+        if (s->state == Span::State::kLarge && i == 0) want = PageMap::Encode(s->cls, 0, page);
         const std::uint32_t entry = map_.EntryAt(page) & ~PageMap::kGrantTag;
         PINPOOL_CHECK(entry == want, "page heap: page %#lx: entry %#x, want %#x",
                       static_cast<unsigned long>(page), entry, want);

@@ -60,9 +60,9 @@ class PageHeap {
   }
 
   // A span of `pages` pages starting at a multiple of `alignment` (a power of two, at least a
-  // page, at most a chunk) for class `cls`, recorded in the page map as a slab (every page) or a
-  // large block (its first page). Takes a new chunk from the source when no free span fits and
-  // `grow` is true. Null when it cannot.
+  // page, at most a chunk) for class `cls`, recorded in the page map as a slab (every page, at
+  // most PageMap::kMaxDelta + 1 of them) or a large block (its first page). Takes a new chunk from
+  // the source when no free span fits and `grow` is true. Null when it cannot.
   Span* Allocate(std::size_t pages, unsigned cls, std::size_t alignment, bool grow);
   // Gives a slab or large block's span back: clears its page map entries and merges it with the
   // free spans beside it.

@@ -29,14 +29,17 @@ void PageMap::AddChunk(std::size_t index) noexcept {
 
 void PageMap::SetSlab(std::uintptr_t start, std::size_t pages, unsigned cls) noexcept {
   static_assert(Class(kFirstLargeClass - 1).pages <= kMaxDelta + 1);
-  static_assert(kMaxSlabSize < (1 << 16));
+  // PageOffset stays below 2^16: rest is at most kMaxDelta pages.
+  static_assert((kMaxDelta + 1) << kPageShift <= (1 << 16));
   static_assert(kNumClasses < 0x7f);  // the class + 1 fits the entry's 7 bits
   PageEntry* e = EntryOf(start);
-  for (std::size_t i = 0; i < pages; ++i) e[i].store(Encode(cls, i), std::memory_order_relaxed);
+  for (std::size_t i = 0; i < pages; ++i) {
+    e[i].store(Encode(cls, i, start + (i << kPageShift)), std::memory_order_relaxed);
+  }
 }
 
 void PageMap::SetLarge(std::uintptr_t start, unsigned cls) noexcept {
-  EntryOf(start)->store(Encode(cls, 0), std::memory_order_relaxed);
+  EntryOf(start)->store(Encode(cls, 0, start), std::memory_order_relaxed);
 }
 
 void PageMap::Clear(std::uintptr_t start, std::size_t pages) noexcept {

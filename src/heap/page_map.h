@@ -10,22 +10,25 @@
 // or mask. An entry is
 //   0                            no block starts on this page: free space, or a page of a large
 //                                block other than its first
-//   (rest << 16) | (delta << 12) | ((class + 1) << 5)
+//   ((class + 1) << 25) | (delta << 16) | lead
 //                                the page lies `delta` (< 16) pages into a span of class `class`:
 //                                a slab (every page carries its entry, at most 16 pages) or a
-//                                large block (only its first page does, delta 0); `rest` is
-//                                (delta pages) mod (class size), below 16 KiB. The class + 1 is
-//                                pre-shifted by 5: entry & 0xfe0 is the byte offset of the class's
-//                                32-byte row in the inline path's class table, whose row 0 (an
-//                                entry of 0) fails every test (pinpool/fast_path.h)
-//   | kGrantTag (0x10)           added to either while a block starting on the page may be
+//                                large block (only its first page does, delta 0). `lead` is
+//                                (rest - page's address) mod 2^16, with `rest` (delta pages) mod
+//                                (class size), at most 15 pages: (p + entry) mod 2^16 is then
+//                                (p mod page) + rest for any p on the page, below 2^16
+//                                (PageOffset). entry >> 20 is the byte offset of the class's
+//                                32-byte row, (class + 1) << 5, in the inline path's class
+//                                table, whose row 0 (an entry of 0) fails every test
+//                                (pinpool/fast_path.h); bits 20-23 are 0
+//   | kGrantTag (1 << 24)        added to either while a block starting on the page may be
 //                                reached by a remote grant, or is held until its grants end: the
 //                                inline free then reads the second, zero half of the row and
 //                                fails, and the pool's slow path decides. Ignored by every other
 //                                reader of the entry
 // so a pointer p with entry e != 0 is a block's start exactly when (p - span start) is a multiple
 // of the class size (IsBlockOffset), that is when (p mod page) + rest is (PageOffset: the inline
-// fast path's test, pinpool/fast_path.h, which needs no multiplication by the page size). Beside
+// fast path's test, pinpool/fast_path.h: an addition and a zero extension). Beside
 // the entries, each chunk the heap has taken has a Span* per page (an array made when it takes the
 // chunk), set on the first and last page of every span (free or used), for the page heap's
 // coalescing and for finding a block's slab.
@@ -60,15 +63,23 @@ class PageMap {
  public:
   // `delta` is below 16 for a slab's pages and 0 for a large block (its first page).
   static constexpr std::size_t kMaxDelta = 15;
-  static constexpr std::uint32_t Encode(unsigned cls, std::size_t delta) noexcept {
+  static constexpr unsigned kClassShift = 25;
+  static constexpr unsigned kDeltaShift = 16;
+  // The entry of the page at `page` (page-aligned), `delta` pages into a span of class `cls`.
+  static constexpr std::uint32_t Encode(unsigned cls, std::size_t delta,
+                                        std::uintptr_t page) noexcept {
     const std::size_t rest = (delta << kPageShift) % ClassSize(cls);
-    return static_cast<std::uint32_t>((rest << 16) | (delta << 12) | ((cls + 1) << 5));
+    const std::uint16_t lead = static_cast<std::uint16_t>(rest - page);
+    return static_cast<std::uint32_t>((std::size_t{cls + 1} << kClassShift) |
+                                      (delta << kDeltaShift) | lead);
   }
   // The class an entry names, or kNumClasses or more when the entry is 0 (no block starts here).
   static constexpr unsigned ClassOf(std::uint32_t entry) noexcept {
-    return ((entry >> 5) & 0x7f) - 1u;  // 0 wraps to a huge value
+    return (entry >> kClassShift) - 1u;  // 0 wraps to a huge value
   }
-  static constexpr std::size_t DeltaOf(std::uint32_t entry) noexcept { return (entry >> 12) & 0xf; }
+  static constexpr std::size_t DeltaOf(std::uint32_t entry) noexcept {
+    return (entry >> kDeltaShift) & kMaxDelta;
+  }
   // The start of the span an entry (naming a class) describes, for any address on that page.
   static constexpr std::uintptr_t SpanStart(std::uint32_t entry, std::uintptr_t p) noexcept {
     return ((p >> kPageShift) - DeltaOf(entry)) << kPageShift;
@@ -77,9 +88,9 @@ class PageMap {
   static constexpr std::uintptr_t SpanOffset(std::uint32_t entry, std::uintptr_t p) noexcept {
     return (p & (kPageSize - 1)) + (std::uintptr_t{DeltaOf(entry)} << kPageShift);
   }
-  // An offset of p congruent to SpanOffset modulo the class size, below 2^15.
+  // An offset of p congruent to SpanOffset modulo the class size, below 2^16.
   static constexpr std::uintptr_t PageOffset(std::uint32_t entry, std::uintptr_t p) noexcept {
-    return (p & (kPageSize - 1)) + (entry >> 16);
+    return static_cast<std::uint16_t>(p + entry);
   }
   // True when p is the start of a block according to its page's entry; *cls is its class.
   static bool IsBlockStart(std::uint32_t entry, std::uintptr_t p, unsigned* cls) noexcept {
@@ -103,7 +114,7 @@ class PageMap {
     return std::size_t{1} << (chunk_shift_ - kPageShift);
   }
 
-  static constexpr std::uint32_t kGrantTag = 0x10;
+  static constexpr std::uint32_t kGrantTag = std::uint32_t{1} << 24;
   // Sets or clears the grant tag of the page holding p, in the range (any thread; see above).
   void SetGrantTag(std::uintptr_t p, bool on) noexcept {
     if (on) {

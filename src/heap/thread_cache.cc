@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "heap/free_mark.h"
 #include "heap/spin_lock.h"
 #include "os/os.h"
 
@@ -92,11 +93,12 @@ bool ThreadCache::MakeStorage(unsigned c) noexcept {
   if (storage == nullptr) return false;
   storage += color;
   bin.limit = storage + Class(c).bin_cap;
+  bin.mark_hash = MarkHash(c);
   bin.bottom.store(storage, std::memory_order_relaxed);
   bin.SetTop(storage);
   used_[used_count_++] = static_cast<std::uint8_t>(c);
   // Allocations of up to kMaxUncreditedSize bytes that come from class c leave the room alone.
-  if (c == 0 || ClassSize(c - 1) < fast_v8::kMaxUncreditedSize) ++uncredited_used_;
+  if (c == 0 || ClassSize(c - 1) < fast_v9::kMaxUncreditedSize) ++uncredited_used_;
   return true;
 }
 

@@ -147,8 +147,8 @@ namespace internal {
 // Pool::Deallocate itself.
 struct CApi {
   PINPOOL_FAST_INLINE static void* Malloc(Pool* pool, std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v8::kMaxFastSize, 1)) {
-      if (void* p = fast_v8::TryPop(pool->heap_id_, size)) return p;
+    if (__builtin_expect(size - 1 < fast_v9::kMaxFastSize, 1)) {
+      if (void* p = fast_v9::TryPop(pool->heap_id_, size)) return p;
     }
     return Allocate(pool, size, alignof(std::max_align_t));
   }

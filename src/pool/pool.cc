@@ -120,7 +120,7 @@ Pool::Pool(std::unique_ptr<internal::Arena> arena, std::unique_ptr<internal::Hea
       chunk_shift_(arena_->chunk_shift()),
       chunk_table_(arena_->chunk_table()),
       chunk_records_origin_(OriginOf(arena_->chunk_records(), range_base_, chunk_shift_)),
-      page_map_origin_(OriginOf(heap_->page_map(), range_base_, fast_v8::kPageShift)),
+      page_map_origin_(OriginOf(heap_->page_map(), range_base_, fast_v9::kPageShift)),
       metrics_(std::make_unique<internal::PoolMetrics>()),
       take_back_(std::make_unique<internal::TakeBack>()) {}
 
@@ -200,7 +200,7 @@ __attribute__((noinline)) void* AllocateTimed(internal::Heap& heap,
 Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   // Blocks above the inline path's sizes come from the thread's cache too: one call, as before
   // the path was inlined, so large blocks pay nothing for it.
-  if (__builtin_expect(size - 1 < max_block_ && size > fast_v8::kMaxFastSize &&
+  if (__builtin_expect(size - 1 < max_block_ && size > fast_v9::kMaxFastSize &&
                            alignment - 1 < internal::kMinBlock &&
                            (alignment & (alignment - 1)) == 0,
                        1)) {
@@ -218,11 +218,11 @@ Block Pool::AllocateSlow(std::size_t size, std::size_t alignment) noexcept {
   // would double: one in kLargeSample of them per thread is timed (the thread's first included).
   constexpr unsigned kLargeSample = 32;
   static thread_local unsigned large_countdown __attribute__((tls_model("initial-exec"))) = 0;
-  if (size > fast_v8::kMaxFastSize && large_countdown-- != 0) {
+  if (size > fast_v9::kMaxFastSize && large_countdown-- != 0) {
     void* p = heap_->Allocate(size, alignment);
     return p == nullptr ? Block() : Block(p, size, ChunkAt(p));
   }
-  if (size > fast_v8::kMaxFastSize) large_countdown = kLargeSample - 1;
+  if (size > fast_v9::kMaxFastSize) large_countdown = kLargeSample - 1;
   void* p = AllocateTimed(*heap_, metrics_->allocate_slow, size, alignment);
   if (p == nullptr) return {};
   const ChunkInfo* chunk = arena_->ChunkOf(p);
@@ -324,8 +324,8 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
     // A named class's block: the inline path looked in the default heap's page map, which does
     // not hold it; the same checked push onto this thread's cache of the class's heap.
     const std::uintptr_t page =
-        (reinterpret_cast<std::uintptr_t>(data) - range_base_) >> fast_v8::kPageShift;
-    if (fast_v8::TryFree(heap.id(), heap.secret(), heap.page_map()[page], data, size)) {
+        (reinterpret_cast<std::uintptr_t>(data) - range_base_) >> fast_v9::kPageShift;
+    if (fast_v9::TryFree(heap.id(), heap.secret(), heap.page_map()[page], data, size)) {
       return;
     }
   }

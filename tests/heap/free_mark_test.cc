@@ -1,4 +1,4 @@
-// Where a free block's mark lies (src/heap/free_mark.h, fast_v8::MarkOf): inside the block, in
+// Where a free block's mark lies (src/heap/free_mark.h, fast_v9::MarkOf): inside the block, in
 // its first word for classes that are not a multiple of the page, else in its first page, at the
 // word the inline paths find from the class row; spread over the page's lines for blocks a page
 // or 64 KiB apart (the reason it moved); written by the heap where the inline paths read it; and
@@ -32,8 +32,8 @@ TEST(FreeMarkTest, EveryClassKeepsItsMarkInItsBlockWhereTheInlineRowSays) {
     const std::size_t size = ClassSize(c);
     const bool page_multiple = size % kPageSize == 0;
     hashed += page_multiple;
-    ASSERT_EQ(fast_v8::classes.cls[c + 1].mark_hash, MarkHash(c)) << "class " << c;
-    ASSERT_EQ(fast_v8::classes.cls[c + 1].zero, 0u) << "the grant tag's magic, class " << c;
+    ASSERT_EQ(fast_v9::classes.cls[c + 1].mark_hash, MarkHash(c)) << "class " << c;
+    ASSERT_EQ(fast_v9::classes.cls[c + 1].zero, 0u) << "the grant tag's magic, class " << c;
     // Blocks as a slab or the page heap lays them out: from a page, the class's stride.
     std::set<std::uintptr_t> offsets;
     for (std::uintptr_t i = 0; i < 512; ++i) {

@@ -113,7 +113,8 @@ TEST(PageHeapTest, RandomSpansStayInsideOneChunkAndNeverOverlap) {
     } else {
       const std::size_t pages = rng() % 4 == 0 ? 1 + rng() % kPages : 1 + rng() % 16;
       const std::size_t align = rng() % 8 == 0 ? kPageSize << (rng() % 10) : kPageSize;
-      const unsigned cls = rng() % 2 ? kFirstLargeClass : SizeClass(48);
+      // A slab has at most 16 pages (PageMap::kMaxDelta + 1).
+      const unsigned cls = pages > 16 || rng() % 2 ? kFirstLargeClass : SizeClass(48);
       Span* s = f.heap.Allocate(pages, cls, align, true);
       if (s == nullptr) continue;  // full (8 chunks)
       ASSERT_EQ(s->pages, pages);
