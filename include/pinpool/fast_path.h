@@ -255,19 +255,10 @@ PINPOOL_FAST_INLINE void* TryPop(std::uint64_t id, std::size_t size) noexcept {
 }
 
 // p's offset from its span's start, modulo the class size (below 2^16): p plus the entry's
-// lead, modulo 2^16 (an addition and a zero extension; the entry's higher bits, and whatever
-// lies above the entry's 32 bits in its register, do not reach the low 16). On x86-64 the sum is
-// a `lea` into a register of its own (the early clobber), so that the entry's register is left
-// for the shift that gives the row: written as an addition, gcc copies the entry first (one
-// instruction more a free).
+// lead, modulo 2^16 (an addition and a zero extension; the entry's higher bits do not reach the
+// low 16).
 PINPOOL_FAST_INLINE std::uintptr_t SpanOffset(std::uint32_t entry, const void* p) noexcept {
-#if defined(__x86_64__)
-  std::uint32_t sum;
-  asm("lea (%q1,%q2), %k0" : "=&r"(sum) : "r"(p), "r"(entry));
-  return static_cast<std::uint16_t>(sum);
-#else
   return static_cast<std::uint16_t>(reinterpret_cast<std::uintptr_t>(p) + entry);
-#endif
 }
 
 // A free onto this thread's cache of heap `id`: true when done, false when the library must look
@@ -302,11 +293,10 @@ PINPOOL_FAST_INLINE bool TryPush(std::uint64_t id, std::uint64_t secret, const P
   CacheHead* c = t.cache[0];
   if (!Enter(t, c, id)) return false;
   const std::uint32_t entry = slot.load(std::memory_order_relaxed);
-  const std::uintptr_t offset = SpanOffset(entry, p);
   const std::uintptr_t row = kBySize ? size_row : RowOfEntry(entry);
   const ClassTable::Class& k = ClassRow(row);
   const bool fits = kBySize ? RowOfEntry(entry) == row : size <= k.size;
-  if (__builtin_expect(!fits || !AtBlockStart(k, offset), 0)) {
+  if (__builtin_expect(!fits || !AtBlockStart(k, SpanOffset(entry, p)), 0)) {
     Leave(c);
     return false;
   }
