@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Compares two or more builds of alloc_compare_benchmark shape by shape, each benchmark alone in
+its own process, the builds alternating, so that a slow minute of a shared machine falls on
+every build alike. Prints, per benchmark, each build's median and its runs, in ns.
+
+    bench/alternate.py [--runs N] [--min-time S] TREE[,TREE...] NAME...
+
+TREE is a checkout whose build/bench/alloc_compare_benchmark is built; NAME a benchmark's full
+name (`--benchmark_list_tests` lists them), matched exactly. docs/instruction-counts.md quotes
+its output where it compares one inline path with the next.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--runs', type=int, default=3)
+    ap.add_argument('--min-time', default='0.3')
+    ap.add_argument('trees')
+    ap.add_argument('names', nargs='+')
+    args = ap.parse_args()
+    trees = args.trees.split(',')
+    times = {}
+    for _ in range(args.runs):
+        for name in args.names:
+            for tree in trees:
+                out = subprocess.run(
+                    [os.path.join(tree, 'build/bench/alloc_compare_benchmark'),
+                     '--benchmark_filter=^' + name + '$',
+                     '--benchmark_min_time=' + args.min_time, '--benchmark_format=json'],
+                    capture_output=True, text=True, check=True).stdout
+                found = json.loads(out)['benchmarks']
+                if not found:
+                    raise SystemExit(f'no benchmark named {name} in {tree}')
+                times.setdefault((name, tree), []).extend(b['real_time'] for b in found)
+    for name in args.names:
+        cells = [name]
+        for tree in trees:
+            runs = times[(name, tree)]
+            cells.append('%s: %.2f [%s]' % (os.path.basename(os.path.normpath(tree)),
+                                            statistics.median(runs),
+                                            ' '.join('%.2f' % t for t in runs)))
+        print(' | '.join(cells))
+
+
+if __name__ == '__main__':
+    main()
