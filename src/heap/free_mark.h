@@ -2,7 +2,8 @@
 // FreeMark(secret, address) in the word fast_v9::MarkOf names for its class (the first word, or
 // for a class that is a multiple of the page, a word of its first page chosen by the address),
 // written when the block becomes free anywhere in the heap and cleared when it is handed out.
-// The inline paths (pinpool/fast_path.h) find the same word from the class row's mark_hash.
+// The inline paths (pinpool/fast_path.h) find the same word from the class row's mark_hash
+// (the free) or the bin's copy of it (the pop; ThreadCache::MakeStorage sets it).
 //
 // Pure functions of the secret, the address and the class; no state. The caller makes sure the
 // block's first page is mapped.
