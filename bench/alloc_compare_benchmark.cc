@@ -2,7 +2,8 @@
 // their buffers (bench/compare_allocators.h: jemalloc, mimalloc, tcmalloc, glibc), on the shapes
 // RDMA programs have, all in ONE process so every ratio compares figures taken minutes apart on
 // the same machine under the same load. Every allocator runs every shape twice: with its sized
-// free and with its free by address (pinpool: Deallocate(Block) and the C API's pinpool_free).
+// free and with its free by address (pinpool: Deallocate(Block) and the C API's pinpool_free;
+// `pinpoolptr`: the C++ API holding plain pointers, Deallocate(p, n) and Deallocate(p)).
 //
 // Shapes (time per allocate + free; every random choice comes from sequences generated once with
 // fixed seeds, the same for every allocator):
@@ -266,6 +267,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("mimalloc", ObjectOf(reinterpret_cast<void*>(Mimalloc().malloc_fn)));
   benchmark::AddCustomContext("tcmalloc", ObjectOf(reinterpret_cast<void*>(Tcmalloc().malloc_fn)));
   RegisterBoth<PinpoolAlloc>("pinpool");
+  RegisterBoth<PinpoolPointerAlloc>("pinpoolptr");
   RegisterBoth<JemallocAlloc>("jemalloc");
   RegisterBoth<MimallocAlloc>("mimalloc");
   RegisterBoth<TcmallocAlloc>("tcmalloc");

@@ -160,6 +160,24 @@ struct JemallocAlloc {
   }
 };
 
+// The C++ API with a plain pointer, as a program that needs no keys holds its blocks (control
+// messages, RPC headers): Allocate(n).data() (the Block's chunk lookup is then dead code and
+// compiled away), freed by Deallocate(p, n) (sized) or Deallocate(p) (by address), both inline
+// like Deallocate(Block). The same pool as PinpoolAlloc<kSized>.
+template <Free F>
+struct PinpoolPointerAlloc {
+  using Handle = void*;
+  PINPOOL_BENCH_INLINE static Handle Get(std::size_t n) { return SizedPool().Allocate(n).data(); }
+  PINPOOL_BENCH_INLINE static void* Ptr(Handle h) { return h; }
+  PINPOOL_BENCH_INLINE static void Put(Handle h, std::size_t n) {
+    if constexpr (F == Free::kSized) {
+      SizedPool().Deallocate(h, n);
+    } else {
+      SizedPool().Deallocate(h);
+    }
+  }
+};
+
 template <Loaded& (*L)(), Free F>
 struct LoadedAlloc {
   using Handle = void*;
