@@ -41,19 +41,20 @@ def main():
                 if not found:
                     raise SystemExit(f'no benchmark named {name} in {tree}')
                 times.setdefault((name, tree), []).extend(b['real_time'] for b in found)
+    def label(tree):
+        return os.path.basename(os.path.normpath(tree))
     for name in args.names:
         cells = [name]
         for tree in trees:
             runs = times[(name, tree)]
-            cells.append('%s: %.2f [%s]' % (os.path.basename(os.path.normpath(tree)),
+            cells.append('%s: %.2f [%s]' % (label(tree),
                                             statistics.median(runs),
                                             ' '.join('%.2f' % t for t in runs)))
         first = times[(name, trees[0])]
         for tree in trees[1:]:
             ratios = sorted(t / f for t, f in zip(times[(name, tree)], first))
             cells.append('%s / %s paired: %.3f (quartiles %.3f-%.3f)' % (
-                os.path.basename(os.path.normpath(tree)),
-                os.path.basename(os.path.normpath(trees[0])), statistics.median(ratios),
+                label(tree), label(trees[0]), statistics.median(ratios),
                 ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4]))
         print(' | '.join(cells))
 

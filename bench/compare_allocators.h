@@ -169,12 +169,9 @@ struct PinpoolPointerAlloc {
   using Handle = void*;
   PINPOOL_BENCH_INLINE static Handle Get(std::size_t n) { return SizedPool().Allocate(n).data(); }
   PINPOOL_BENCH_INLINE static void* Ptr(Handle h) { return h; }
+  // Deallocate(p) is Deallocate(p, 0): size 0 means unknown.
   PINPOOL_BENCH_INLINE static void Put(Handle h, std::size_t n) {
-    if constexpr (F == Free::kSized) {
-      SizedPool().Deallocate(h, n);
-    } else {
-      SizedPool().Deallocate(h);
-    }
+    SizedPool().Deallocate(h, F == Free::kSized ? n : 0);
   }
 };
 
