@@ -117,16 +117,25 @@ void* ThreadCache::Refill(CentralCache& central, unsigned c, bool grow) noexcept
   // again first if the room looks short (a thread that only allocates small blocks never
   // credits it).
   const auto size = static_cast<std::intptr_t>(ClassSize(c));
-  RoomFor(size * (Class(c).batch - 1));
+  const std::intptr_t batch = RefillBatch(c);
+  RoomFor(size * (batch - 1));
   const std::intptr_t fit = room.load(std::memory_order_relaxed) / size;
-  const std::size_t want = std::clamp<std::intptr_t>(fit + 1, 1, Class(c).batch);
+  const std::size_t want = std::clamp<std::intptr_t>(fit + 1, 1, batch);
   void** top = bin.Top();
   const std::size_t got = central.Take(c, top, want, grow);
   if (got == 0) return nullptr;
+  if (refill_streak_[c] < kMaxRefillStreak) ++refill_streak_[c];
   top += got - 1;  // all but the one handed out
   bin.SetTop(top);
   AddRoom(-static_cast<std::intptr_t>(got - 1) * size);
   return *top;
+}
+
+std::size_t ThreadCache::RefillBatch(unsigned c) const noexcept {
+  const ClassInfo& info = Class(c);
+  const std::size_t most = std::max<std::size_t>(
+      info.batch, std::min<std::size_t>(info.bin_cap / 4, kMaxRefillBytes / info.size));
+  return std::min<std::size_t>(std::size_t{info.batch} << refill_streak_[c], most);
 }
 
 void ThreadCache::FlushOldest(CentralCache& central, unsigned c, std::size_t n) noexcept {
@@ -136,6 +145,7 @@ void ThreadCache::FlushOldest(CentralCache& central, unsigned c, std::size_t n) 
   n = std::min<std::size_t>(n, top - bottom);
   if (n == 0) return;
   central.Put(c, bottom, n);
+  refill_streak_[c] = 0;
   std::memmove(bottom, bottom + n, (top - bottom - n) * sizeof(void*));
   bin.SetTop(top - n);
   AddRoom(static_cast<std::intptr_t>(n * ClassSize(c)));

@@ -15,7 +15,9 @@
 //     and do not hold the budget); a refill takes no more than the budget allows. What the bins
 //     hold is never more than the budget.
 // A full bin gives its older half to the central layer; an empty bin takes Class(c).batch blocks
-// from it. Flushed blocks go to the transfer stacks, where any thread finds them.
+// from it, twice as many for each refill since the bin last flushed (RefillBatch: a thread that
+// allocates what other threads free takes its blocks a few hundred at a time, not 32). Flushed
+// blocks go to the transfer stacks, where any thread finds them.
 //
 // Invariant: every block in bin c is a block of class c (the page map's class, never a size a
 // caller named) and carries the heap's free mark until it is handed out.
@@ -109,7 +111,15 @@ struct ThreadCache : fast_v9::CacheHead {
   void AddRoom(std::intptr_t bytes) noexcept {
     room.store(room.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   }
+  // Blocks the next refill of bin c asks for: Class(c).batch, doubled for each refill since the
+  // bin last flushed (a thread that only allocates the class, from blocks other threads free),
+  // up to a quarter of the bin and kMaxRefillBytes.
+  std::size_t RefillBatch(unsigned c) const noexcept;
+  static constexpr unsigned kMaxRefillStreak = 8;
+  static constexpr std::size_t kMaxRefillBytes = std::size_t{256} << 10;
+
   MetadataArena* const metadata_;
+  std::uint8_t refill_streak_[kNumClasses] = {};  // refills of bin c since its last flush
   std::uint8_t used_[kNumClasses] = {};
   unsigned used_count_ = 0;
   // Of them, classes that serve sizes up to fast_v9::kMaxUncreditedSize (RoomFor).

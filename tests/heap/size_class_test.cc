@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace pinpool::internal {
@@ -81,7 +82,10 @@ TEST(SizeClassTest, CacheBoundsAreConsistent) {
     EXPECT_GE(k.batch, 2u) << c;
     EXPECT_LE(k.batch, k.bin_cap / 2) << c;  // a refill never fills more than half a bin
     EXPECT_GE(k.transfer_cap, 2u * k.batch) << c;
-    EXPECT_LE(k.transfer_cap, 4096u) << c;
+    EXPECT_LE(k.transfer_cap, 32768u) << c;
+    EXPECT_LE(std::size_t{k.transfer_cap} * k.size,
+              std::max<std::size_t>(16 << 20, 2 * std::size_t{k.batch} * k.size))
+        << c;
   }
 }
 

@@ -258,5 +258,67 @@ TEST(ThreadCacheTest, AnEmptyBinRefillsABatchAndHandsOutOne) {
   EXPECT_EQ(g.cache.held_bytes(), 0u);
 }
 
+// Empties bin c through Refill (each call hands out the top block); returns how many it held.
+std::size_t Empty(Fixture& f, unsigned c) {
+  const std::size_t n = f.cache.bins[c].count();
+  for (std::size_t i = 0; i < n; ++i) EXPECT_NE(f.cache.Refill(f.central, c, true), nullptr);
+  EXPECT_EQ(f.cache.bins[c].count(), 0u);
+  return n;
+}
+
+// A thread that only allocates a class (the blocks other threads free and flush) refills its bin
+// again and again: each refill since the bin last flushed takes twice the batch, up to a quarter
+// of the bin and 256 KiB; a flush starts over from one batch.
+TEST(ThreadCacheTest, RefillsInARowGrowTheBatchUntilTheBinFlushes) {
+  Fixture f(64 << 20);
+  const unsigned c = SizeClass(64);
+  const std::size_t batch = Class(c).batch;
+  const std::size_t most = std::min<std::size_t>(Class(c).bin_cap / 4, (256 << 10) / ClassSize(c));
+  ASSERT_GT(most, 4 * batch) << "the class must have room to grow";
+  std::vector<void*> out;
+  std::size_t expect = batch;
+  for (int i = 0; i < 8; ++i) {
+    void* p = f.cache.Refill(f.central, c, true);
+    ASSERT_NE(p, nullptr);
+    out.push_back(p);
+    EXPECT_EQ(f.cache.bins[c].count(), expect - 1) << "refill " << i;
+    EXPECT_EQ(f.cache.held_bytes(), (expect - 1) * ClassSize(c));
+    Empty(f, c);
+    expect = std::min(2 * expect, most);
+  }
+  EXPECT_EQ(expect, most);
+  // A full bin flushes: the next refill takes one batch again.
+  std::vector<void*> held = f.Get(c, Class(c).bin_cap + 1);
+  for (void* b : held) ASSERT_TRUE(f.cache.Push(f.central, c, b));
+  Empty(f, c);
+  ASSERT_NE(f.cache.Refill(f.central, c, true), nullptr);
+  EXPECT_EQ(f.cache.bins[c].count(), batch - 1);
+}
+
+// Large classes move whole batches already: a refill streak does not grow theirs.
+TEST(ThreadCacheTest, RefillsInARowLeaveTheBatchOfLargeBlocks) {
+  Fixture f(64 << 20);
+  const unsigned c = SizeClass(64 << 10);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_NE(f.cache.Refill(f.central, c, true), nullptr);
+    EXPECT_EQ(f.cache.bins[c].count(), Class(c).batch - 1u) << "refill " << i;
+    Empty(f, c);
+  }
+}
+
+// A grown batch still takes no more than the byte budget allows.
+TEST(ThreadCacheTest, AGrownRefillStaysWithinTheBudget) {
+  const std::size_t budget = 64 << 10;
+  Fixture f(budget);
+  const unsigned c = SizeClass(1024);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_NE(f.cache.Refill(f.central, c, true), nullptr);
+    EXPECT_LE(f.cache.held_bytes(), budget) << "refill " << i;
+    EXPECT_GE(f.cache.room.load(), 0);
+    Empty(f, c);
+  }
+  EXPECT_EQ(Empty(f, c), 0u);
+}
+
 }  // namespace
 }  // namespace pinpool::internal
