@@ -93,9 +93,12 @@ std::pair<Block, Block> Neighbours(Pool& pool, std::size_t size) {
   std::vector<Block> tries;
   for (int i = 0; i < 64; ++i) {
     tries.push_back(pool.Allocate(size));
+    const Block& last = tries.back();
     for (const Block& b : tries) {
-      if (static_cast<char*>(b.data()) + size == tries.back().data()) {
-        const std::pair<Block, Block> found{b, tries.back()};
+      // Either way round: a bin hands its blocks out from the top, highest address first.
+      const bool below = static_cast<char*>(b.data()) + size == last.data();
+      if (below || static_cast<char*>(last.data()) + size == b.data()) {
+        const std::pair<Block, Block> found = below ? std::pair{b, last} : std::pair{last, b};
         for (const Block& t : tries) {
           if (t.data() != found.first.data() && t.data() != found.second.data()) pool.Deallocate(t);
         }
