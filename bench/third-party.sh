@@ -17,6 +17,9 @@
 #     --threads LIST  thread counts for programs that take one (default "1 2")
 #     --only LIST     these programs only (names as in the table's first column)
 #     --shim PATH     the preload shim (default build/bench/libpinpool_preload.so)
+#     --before PATH   another build's shim, run interleaved with the others as a fifth column
+#                     ("pinpool before"), with pinpool's ratio to it: a change measured in the
+#                     same run as the peers
 #     --logs DIR      keep every run's output there (default: a temporary directory, removed
 #                     when every run was correct)
 #
@@ -34,7 +37,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-usage() { sed -n '2,32p' "$0"; exit 2; }
+usage() { sed -n '2,35p' "$0"; exit 2; }
 
 # --- build -----------------------------------------------------------------------------------------
 if [ "${1:-}" = build ]; then
@@ -65,12 +68,14 @@ threads="1 2"
 only=""
 shim=$repo/build/bench/libpinpool_preload.so
 logs=""
+before=""
 while [ $# -gt 1 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --shim) shim=$2; shift 2 ;;
+    --before) before=$2; shift 2 ;;
     --logs) logs=$2; shift 2 ;;
     *) usage ;;
   esac
@@ -78,15 +83,18 @@ done
 [ $# -eq 1 ] || usage
 dir=$(cd "$1" && pwd)
 [ -f "$shim" ] || { echo "no preload shim at $shim (build the pinpool_preload target)" >&2; exit 2; }
+[ -z "$before" ] || [ -f "$before" ] || { echo "no preload shim at $before" >&2; exit 2; }
 shim=$(cd "$(dirname "$shim")" && pwd)/$(basename "$shim")
 
 allocators=(glibc tcmalloc mimalloc pinpool)
+[ -z "$before" ] || allocators+=(before)
 preload_of() {
   case "$1" in
     glibc) echo "" ;;
     tcmalloc) echo libtcmalloc_minimal.so.4 ;;
     mimalloc) echo libmimalloc.so.2 ;;
     pinpool) echo "$shim" ;;
+    before) echo "$before" ;;
   esac
 }
 for lib in libtcmalloc_minimal.so.4 libmimalloc.so.2; do
@@ -112,6 +120,9 @@ if [ -z "$logs" ]; then
   keep_logs=0
 fi
 mkdir -p "$logs"
+
+# The shim's columns: pinpool, and the build it is compared with.
+is_shim() { [ "$1" = pinpool ] || [ "$1" = before ]; }
 
 # Why a program cannot run on the shim, or nothing: it calls fork() (daemon() forks too).
 fork_reason() {
@@ -173,7 +184,7 @@ for entry in "${programs[@]}"; do
     declare -A cell=()
     for i in $(seq "$runs"); do
       for alloc in "${allocators[@]}"; do  # interleaved: load changes hit every allocator alike
-        [ "$alloc" = pinpool ] && [ -n "$skip" ] && continue
+        is_shim "$alloc" && [ -n "$skip" ] && continue
         v=$(run_once "$name" "$prog" "$targs" "$metric" "$finished" "$alloc" \
           "$logs/$name-t$t-$alloc-$i.txt")
         [ "$v" = FAIL ] && failed=1
@@ -185,7 +196,7 @@ for entry in "${programs[@]}"; do
     line="| $name | $shown | $t |"
     best=""
     for alloc in "${allocators[@]}"; do
-      if [ "$alloc" = pinpool ] && [ -n "$skip" ]; then
+      if is_shim "$alloc" && [ -n "$skip" ]; then
         line+=" skipped (forks) |"
         continue
       fi
@@ -196,12 +207,13 @@ for entry in "${programs[@]}"; do
         m=$(median <<<"${cell[$alloc]}")
         line+=" $m |"
       fi
-      if [ "$alloc" != pinpool ] && [ "$m" != FAIL ]; then
+      if ! is_shim "$alloc" && [ "$m" != FAIL ]; then
         if [ -z "$best" ] || awk -v a="$m" -v b="${best%% *}" 'BEGIN { exit !(a < b) }'; then
           best="$m $alloc"
         fi
       fi
       [ "$alloc" = pinpool ] && mine=$m
+      [ "$alloc" = before ] && theirs=$m
     done
     if [ -n "$skip" ] || [ "$mine" = FAIL ] || [ -z "$best" ]; then
       line+=" - | - |"
@@ -209,6 +221,13 @@ for entry in "${programs[@]}"; do
       ratio=$(awk -v a="$mine" -v b="${best%% *}" 'BEGIN { printf "%.2f", a / b }')
       ok=$(awk -v r="$ratio" 'BEGIN { print (r <= 1.25 ? "yes" : "no") }')
       line+=" ${ratio}x (${best#* }) | $ok |"
+    fi
+    if [ -n "$before" ]; then
+      if [ -n "$skip" ] || [ "$mine" = FAIL ] || [ "$theirs" = FAIL ]; then
+        line+=" - |"
+      else
+        line+=" $(awk -v a="$mine" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')x |"
+      fi
     fi
     rows+=("$line")
     echo "$line" >&2
@@ -221,8 +240,15 @@ echo "Median of $runs runs, lower is better: the program's relative time where i
 echo "(larson, xmalloc-test, glibc-thread), else wall-clock seconds. Load average (1/5/15 min):"
 echo "$load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; $(nproc) CPUs."
 echo
-echo "| program | arguments | threads | glibc | tcmalloc | mimalloc | pinpool | pinpool / fastest | ≤ 1.25x |"
-echo "|---|---|---|---|---|---|---|---|---|"
+if [ -z "$before" ]; then
+  echo "| program | arguments | threads | glibc | tcmalloc | mimalloc | pinpool | pinpool / fastest | ≤ 1.25x |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+else
+  echo "pinpool before: $before"
+  echo
+  echo "| program | arguments | threads | glibc | tcmalloc | mimalloc | pinpool | pinpool before | pinpool / fastest | ≤ 1.25x | pinpool / before |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+fi
 printf '%s\n' "${rows[@]}"
 if [ ${#skipped[@]} -gt 0 ]; then
   echo
