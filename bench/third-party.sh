@@ -123,6 +123,8 @@ mkdir -p "$logs"
 
 # The shim's columns: pinpool, and the build it is compared with.
 is_shim() { [ "$1" = pinpool ] || [ "$1" = before ]; }
+# a / b, as the tables print ratios.
+ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 # Why a program cannot run on the shim, or nothing: it calls fork() (daemon() forks too).
 fork_reason() {
@@ -218,7 +220,7 @@ for entry in "${programs[@]}"; do
     if [ -n "$skip" ] || [ "$mine" = FAIL ] || [ -z "$best" ]; then
       line+=" - | - |"
     else
-      ratio=$(awk -v a="$mine" -v b="${best%% *}" 'BEGIN { printf "%.2f", a / b }')
+      ratio=$(ratio_of "$mine" "${best%% *}")
       ok=$(awk -v r="$ratio" 'BEGIN { print (r <= 1.25 ? "yes" : "no") }')
       line+=" ${ratio}x (${best#* }) | $ok |"
     fi
@@ -226,7 +228,7 @@ for entry in "${programs[@]}"; do
       if [ -n "$skip" ] || [ "$mine" = FAIL ] || [ "$theirs" = FAIL ]; then
         line+=" - |"
       else
-        line+=" $(awk -v a="$mine" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')x |"
+        line+=" $(ratio_of "$mine" "$theirs")x |"
       fi
     fi
     rows+=("$line")
@@ -240,15 +242,16 @@ echo "Median of $runs runs, lower is better: the program's relative time where i
 echo "(larson, xmalloc-test, glibc-thread), else wall-clock seconds. Load average (1/5/15 min):"
 echo "$load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; $(nproc) CPUs."
 echo
-if [ -z "$before" ]; then
-  echo "| program | arguments | threads | glibc | tcmalloc | mimalloc | pinpool | pinpool / fastest | ≤ 1.25x |"
-  echo "|---|---|---|---|---|---|---|---|---|"
-else
+columns=(program arguments threads glibc tcmalloc mimalloc pinpool)
+[ -z "$before" ] || columns+=("pinpool before")
+columns+=("pinpool / fastest" "≤ 1.25x")
+if [ -n "$before" ]; then
+  columns+=("pinpool / before")
   echo "pinpool before: $before"
   echo
-  echo "| program | arguments | threads | glibc | tcmalloc | mimalloc | pinpool | pinpool before | pinpool / fastest | ≤ 1.25x | pinpool / before |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
 fi
+printf '| %s ' "${columns[@]}"; echo "|"
+printf '|---%.0s' "${columns[@]}"; echo "|"
 printf '%s\n' "${rows[@]}"
 if [ ${#skipped[@]} -gt 0 ]; then
   echo

@@ -275,12 +275,9 @@ TEST(ThreadCacheTest, RefillsInARowGrowTheBatchUntilTheBinFlushes) {
   const std::size_t batch = Class(c).batch;
   const std::size_t most = std::min<std::size_t>(Class(c).bin_cap / 4, (256 << 10) / ClassSize(c));
   ASSERT_GT(most, 4 * batch) << "the class must have room to grow";
-  std::vector<void*> out;
   std::size_t expect = batch;
   for (int i = 0; i < 8; ++i) {
-    void* p = f.cache.Refill(f.central, c, true);
-    ASSERT_NE(p, nullptr);
-    out.push_back(p);
+    ASSERT_NE(f.cache.Refill(f.central, c, true), nullptr);
     EXPECT_EQ(f.cache.bins[c].count(), expect - 1) << "refill " << i;
     EXPECT_EQ(f.cache.held_bytes(), (expect - 1) * ClassSize(c));
     Empty(f, c);
