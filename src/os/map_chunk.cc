@@ -1,5 +1,6 @@
 // Mapping chunks inside a reservation with a page-size policy: 1 GiB hugetlb, 2 MiB hugetlb,
-// transparent huge pages, 4 KiB, largest first, each verified afterwards from smaps.
+// transparent huge pages, 4 KiB, largest first, each verified afterwards: populated small pages
+// from their own page tables where the kernel can say (smaps.cc), everything else from smaps.
 //
 // Invariant: whatever happens, [at, at + length) ends up a fully mapped chunk (success) or a
 // PROT_NONE reservation again (error, UnmapChunk), never unmapped. Kernel facts (seen on 6.18): a
@@ -230,14 +231,16 @@ absl::Status Populate(void* at, std::size_t length) {
 
 // Marks a freshly mapped chunk MADV_DONTFORK (a child must never get copy-on-write copies of
 // registered pages, which would leave the parent's DMA target behind) and reads back what backs
-// it. Re-reserves the range on error.
-absl::StatusOr<MappedChunk> Finish(void* at, std::size_t length) {
+// it: from its own page tables when it is `populated_small` (small pages, every one in), else
+// from smaps. Re-reserves the range on error.
+absl::StatusOr<MappedChunk> Finish(void* at, std::size_t length, bool populated_small = false) {
   if (const int err = Madvise(at, length, MADV_DONTFORK); err != 0) {
     Rereserve(at, length);
     return absl::InternalError(absl::StrFormat("madvise(MADV_DONTFORK) on a %s chunk: %s",
                                                FormatBytes(length), std::strerror(err)));
   }
-  absl::StatusOr<MappedChunk> got = QueryPages(at, length);
+  absl::StatusOr<MappedChunk> got =
+      populated_small ? QueryPopulatedPages(at, length) : QueryPages(at, length);
   if (!got.ok()) Rereserve(at, length);
   return got;
 }
@@ -372,13 +375,15 @@ absl::StatusOr<MappedChunk> MapSmallPages(void* at, std::size_t length, bool thp
       return s;
     }
   }
-  absl::StatusOr<MappedChunk> got = Finish(at, length);
+  absl::StatusOr<MappedChunk> got = Finish(at, length, /*populated_small=*/populate);
   if (!got.ok()) return got;
   // Populated, a THP-eligible chunk without a single huge page did not get THP. Unpopulated, the
   // most that can be verified is eligibility (huge_bytes is then 0 until first touch).
-  const bool eligible = got->page_size == PageSize::kTransparent;
   if (populate && got->huge_bytes == 0) got->page_size = PageSize::k4K;
   if (thp && require && got->page_size != PageSize::kTransparent) {
+    // Whether the kernel would have given it THP, for the message: smaps says, on this error path.
+    const absl::StatusOr<MappedChunk> read = QueryPages(at, length);
+    const bool eligible = read.ok() && read->page_size == PageSize::kTransparent;
     Rereserve(at, length);
     if (file.fd() >= 0) return ShmemThpMissing(length, file.Describe());
     return ThpMissing(length, eligible, "");

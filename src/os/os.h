@@ -53,6 +53,8 @@ enum class Call : std::uint8_t {
   kMapMetadata,   // mmap of allocator metadata (MapMetadata)
   kBindNode,      // mbind of a chunk to its NUMA node (EINVAL: no such node)
   kCreateFile,    // memfd_create or open(O_CREAT | O_EXCL) of a chunk's file, and its ftruncate
+  kPagemapScan,   // ioctl(PAGEMAP_SCAN) counting a chunk's huge pages (ENOTTY: a kernel before
+                  // 6.7, where the answer comes from smaps instead)
 };
 using FaultHook = int (*)(Call call, std::size_t length);
 // Installs `hook` (null removes it); returns the previous one.
@@ -208,6 +210,15 @@ void UnmapChunk(void* at, std::size_t length) noexcept;
 // What /proc/self/smaps says backs [at, at + length): its kernel page size and how many of its
 // bytes are huge (hugetlb or THP). The range must be one chunk mapped by MapChunk.
 absl::StatusOr<MappedChunk> QueryPages(const void* at, std::size_t length);
+// What backs [at, at + length), a chunk of small pages (THP or 4 KiB, not hugetlb) that MapChunk
+// mapped and populated: kTransparent when any of its bytes is a huge page, else k4K, with its huge
+// bytes. Asks the chunk's own page tables (ScanHugeBytes) where the kernel can, so its cost does
+// not grow with the process's other mappings; reads smaps (QueryPages) where it cannot.
+absl::StatusOr<MappedChunk> QueryPopulatedPages(const void* at, std::size_t length);
+// Bytes of [at, at + length) mapped by huge pages (a THP mapped by its PMD, or hugetlb), from
+// ioctl(PAGEMAP_SCAN) on /proc/self/pagemap. nullopt when the kernel has no PAGEMAP_SCAN (before
+// Linux 6.7) or the pagemap cannot be opened.
+std::optional<std::size_t> ScanHugeBytes(const void* at, std::size_t length);
 
 // NUMA (numa.cc). Nodes are the kernel's numbers; a kernel without NUMA has node 0 alone.
 std::vector<int> OnlineNodes();

@@ -10,12 +10,14 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -344,6 +346,115 @@ TEST(OsMapChunk, AdjacentThpChunksInOneVmaEachReportTheirOwnHugePages) {
   EXPECT_GT(qb->huge_bytes, 0u);
   EXPECT_LE(qb->huge_bytes, kChunk / 2);
   EXPECT_EQ(qa->huge_bytes + qb->huge_bytes, vmas[0].anon_huge_kb * kKiB);
+}
+
+// --- huge pages counted in the chunk's own page tables (PAGEMAP_SCAN) ----------------------------
+
+// Whether this kernel has PAGEMAP_SCAN (Linux 6.7), from its release; empty when it has, else why
+// not.
+std::string WhyNoPagemapScan() {
+  utsname u{};
+  if (uname(&u) != 0) return "uname failed";
+  int major = 0;
+  int minor = 0;
+  if (std::sscanf(u.release, "%d.%d", &major, &minor) != 2) return "unparsable release";
+  if (major > 6 || (major == 6 && minor >= 7)) return "";
+  return std::string("PAGEMAP_SCAN needs Linux 6.7, this kernel is ") + u.release +
+         " (MapChunk reads smaps there)";
+}
+
+// Counts the calls a hook saw, failing none of them or, when `fail_scan`, PAGEMAP_SCAN's.
+int g_scans = 0;
+bool g_fail_scan = false;
+int CountScans(Call call, std::size_t) {
+  if (call != Call::kPagemapScan) return 0;
+  ++g_scans;
+  return g_fail_scan ? ENOTTY : 0;
+}
+class ScanHook {
+ public:
+  explicit ScanHook(bool fail_scan) {
+    g_scans = 0;
+    g_fail_scan = fail_scan;
+    SetFaultHook(&CountScans);
+  }
+  ~ScanHook() { SetFaultHook(nullptr); }
+  ScanHook(const ScanHook&) = delete;
+  ScanHook& operator=(const ScanHook&) = delete;
+};
+
+TEST(OsScanHugeBytes, CountsTheHugePagesSmapsCountsInTheRangeAlone) {
+  if (const std::string why = WhyNoPagemapScan(); !why.empty()) GTEST_SKIP() << why;
+  if (ThpMode() != "always" && ThpMode() != "madvise") {
+    GTEST_SKIP() << "transparent huge pages are [" << ThpMode() << "] on this machine";
+  }
+  Reservation res(48 * kMiB, 2 * kMiB);
+  // A THP chunk populated whole, one populated by half (apart, so that their VMAs stay apart) and
+  // a 4 KiB one.
+  ASSERT_TRUE(MapChunk(res.at(), 8 * kMiB, PageSize::kTransparent, true, true).ok());
+  ASSERT_TRUE(MapChunk(res.at(16 * kMiB), 8 * kMiB, PageSize::kTransparent, true, false).ok());
+  ASSERT_EQ(madvise(res.at(16 * kMiB), 4 * kMiB, MADV_POPULATE_WRITE), 0) << strerror(errno);
+  ASSERT_TRUE(MapChunk(res.at(32 * kMiB), 8 * kMiB, PageSize::k4K, true, true).ok());
+
+  const std::optional<std::size_t> whole = ScanHugeBytes(res.at(), 8 * kMiB);
+  const std::optional<std::size_t> half = ScanHugeBytes(res.at(16 * kMiB), 8 * kMiB);
+  const std::optional<std::size_t> small = ScanHugeBytes(res.at(32 * kMiB), 8 * kMiB);
+  ASSERT_TRUE(whole && half && small) << "this kernel has PAGEMAP_SCAN, yet the scan failed";
+  const std::size_t smaps_whole = SmapsOverlapping(res.at(), 8 * kMiB).at(0).anon_huge_kb * kKiB;
+  const std::size_t smaps_half =
+      SmapsOverlapping(res.at(16 * kMiB), 8 * kMiB).at(0).anon_huge_kb * kKiB;
+  if (smaps_whole == 0) GTEST_SKIP() << "the kernel gave no THP at all (memory fragmented?)";
+  EXPECT_EQ(*whole, smaps_whole);
+  EXPECT_EQ(*half, smaps_half);
+  EXPECT_LE(*half, 4 * kMiB);
+  EXPECT_EQ(*small, 0u);
+  // Part of a chunk: only that part's huge pages.
+  const std::optional<std::size_t> first = ScanHugeBytes(res.at(), 2 * kMiB);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_LE(*first, 2 * kMiB);
+  EXPECT_EQ(*ScanHugeBytes(res.at(8 * kMiB), 8 * kMiB), 0u);  // the reservation between them
+}
+
+// A populated chunk of small pages is read from its own page tables; where the kernel cannot say
+// (before 6.7, here the injected ENOTTY), from smaps, with the same answer.
+TEST(OsMapChunk, APopulatedChunkOfSmallPagesIsReadFromItsPageTablesOrElseFromSmaps) {
+  if (const std::string why = WhyNoPagemapScan(); !why.empty()) GTEST_SKIP() << why;
+  const bool thp = ThpMode() == "always" || ThpMode() == "madvise";
+  Reservation res(64 * kMiB, 2 * kMiB);
+  std::vector<MappedChunk> scanned;
+  std::vector<MappedChunk> read;
+  for (const bool fail_scan : {false, true}) {
+    ScanHook hook(fail_scan);
+    const std::size_t base = fail_scan ? 32 * kMiB : 0;
+    auto small = MapChunk(res.at(base), 8 * kMiB, PageSize::k4K, true, true);
+    ASSERT_TRUE(small.ok()) << small.status();
+    EXPECT_EQ(g_scans, 1) << "a populated 4 KiB chunk is counted by one scan";
+    (fail_scan ? read : scanned).push_back(*std::move(small));
+    if (!thp) continue;
+    auto huge = MapChunk(res.at(base + 16 * kMiB), 8 * kMiB, PageSize::kTransparent, true, true);
+    ASSERT_TRUE(huge.ok()) << huge.status();
+    EXPECT_EQ(g_scans, 2);
+    (fail_scan ? read : scanned).push_back(*std::move(huge));
+    // Unpopulated chunks are reported by eligibility, which only smaps says: no scan.
+    auto lazy = MapChunk(res.at(base + 26 * kMiB), 4 * kMiB, PageSize::kTransparent, true, false);
+    ASSERT_TRUE(lazy.ok()) << lazy.status();
+    EXPECT_EQ(g_scans, 2);
+    EXPECT_EQ(lazy->page_size, PageSize::kTransparent);
+  }
+  ASSERT_EQ(scanned.size(), read.size());
+  for (std::size_t i = 0; i < scanned.size(); ++i) {
+    EXPECT_EQ(scanned[i].page_size, read[i].page_size) << "chunk " << i;
+    const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(res.at(i * 16 * kMiB));
+    const std::size_t smaps =
+        SmapsOverlapping(reinterpret_cast<void*>(at), 8 * kMiB).at(0).anon_huge_kb;
+    EXPECT_EQ(scanned[i].huge_bytes, smaps * kKiB) << "chunk " << i;
+  }
+  EXPECT_EQ(scanned.at(0).page_size, PageSize::k4K);
+  EXPECT_EQ(scanned.at(0).huge_bytes, 0u);
+  if (thp && scanned.at(1).huge_bytes > 0) {
+    EXPECT_EQ(scanned.at(1).page_size, PageSize::kTransparent);
+    EXPECT_GT(read.at(1).huge_bytes, 0u);
+  }
 }
 
 TEST(OsMapChunk, Hugetlb2MIsMappedInPlaceAndVerified) {
