@@ -92,7 +92,7 @@ struct DomainStats {
 struct ChunkStats {
   std::uintptr_t base = 0;
   std::size_t size = 0;
-  PageSize page_size = PageSize::k4K;  // what the kernel gave, read back from smaps
+  PageSize page_size = PageSize::k4K;  // what the kernel gave, read back (docs/design.md)
   std::size_t huge_bytes = 0;          // bytes backed by huge pages
   std::uint32_t index = 0;             // position in the pool's reserved range
   // keys[d]: domain d's registration of this chunk (PoolStats::domains[d]); the fields its kind

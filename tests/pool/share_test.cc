@@ -455,6 +455,46 @@ TEST_P(ShareTest, AHandedOverPoolIsAdoptedWithItsBlocksIntact) {
   (*b)->Deallocate(fresh);
 }
 
+// An adopted chunk of small pages is read back from its own page tables (PAGEMAP_SCAN), not from
+// smaps, whose cost grows with every chunk mapped before it; where the kernel cannot scan (here
+// the injected ENOTTY), from smaps, with the same answer.
+int g_adopt_scans = 0;
+bool g_adopt_fail_scan = false;
+int CountAdoptScans(internal::os::Call call, std::size_t) {
+  if (call != internal::os::Call::kPagemapScan) return 0;
+  ++g_adopt_scans;
+  return g_adopt_fail_scan ? ENOTTY : 0;
+}
+
+TEST_P(ShareTest, AnAdoptedChunkOfSmallPagesIsReadFromItsPageTablesOrElseFromSmaps) {
+  for (const bool fail_scan : {false, true}) {
+    auto a = Pool::Create(Opts());
+    ASSERT_TRUE(a.ok()) << a.status();
+    const std::vector<BlockHandle> live = FillPool(**a, 4).live;
+    const std::size_t chunks = (*a)->GetStats().chunks.size();
+    ASSERT_TRUE((*a)->Quiesce().ok());
+    SocketPair s;
+    ASSERT_TRUE((*a)->HandOver(s.a.get(), live).ok());
+    a->reset();
+
+    g_adopt_scans = 0;
+    g_adopt_fail_scan = fail_scan;
+    internal::os::SetFaultHook(&CountAdoptScans);
+    auto b = Pool::Adopt(Opts(), s.b.get());
+    ASSERT_TRUE(b.ok()) << b.status();
+    // Adopt returns before it maps a chunk: the pool's thread maps them all.
+    ASSERT_TRUE((*b)->AwaitInitialSize(std::chrono::seconds(30)).ok());
+    internal::os::SetFaultHook(nullptr);
+    EXPECT_EQ(static_cast<std::size_t>(g_adopt_scans), chunks) << "one scan per adopted chunk";
+    for (const ChunkStats& c : (*b)->GetStats().chunks) {
+      EXPECT_EQ(c.page_size, PageSize::k4K) << "chunk " << c.index << (fail_scan ? ", smaps" : "");
+    }
+    absl::StatusOr<Block> block = (*b)->Claim(live[0]);
+    ASSERT_TRUE(block.ok()) << block.status();
+    (*b)->Deallocate(*block);
+  }
+}
+
 // A pool handed over on a new socket: the successor's end, and the blocks named live.
 struct HandedOver {
   UniqueFd socket;
