@@ -283,7 +283,7 @@ inline constexpr std::array kChunkFields = {
     Member<&ChunkStats::base>("base", Unit::kAddress, Kind::kLabel, "first address"),
     Member<&ChunkStats::size>("size", Unit::kBytes, Kind::kGauge, "bytes"),
     Member<&ChunkStats::page_size>("page_size", Unit::kText, Kind::kLabel,
-                                   "1G, 2M, THP or 4K: what the kernel gave, from smaps"),
+                                   "1G, 2M, THP or 4K: what the kernel gave, read back from it"),
     Member<&ChunkStats::huge_bytes>("huge_bytes", Unit::kBytes, Kind::kGauge,
                                     "bytes backed by huge pages"),
     Member<&ChunkStats::backing>(
