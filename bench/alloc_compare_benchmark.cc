@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "compare_allocators.h"
+#include "window_sequence.h"
 
 namespace {
 
@@ -67,34 +68,16 @@ constexpr WindowShape kWindows[] = {{"small", 64, 1 << 10, 16},
                                     {"64k1024", 64 << 10, 64 << 10, 1024},
                                     {"large", 1 << 20, 4 << 20, 16}};
 
-constexpr std::size_t kOps = 1 << 16;  // steps before a sequence repeats
-
-std::size_t LogUniform(std::mt19937_64& rng, std::size_t lo, std::size_t hi) {
-  if (lo == hi) return lo;
-  const double x = std::uniform_real_distribution<double>(std::log(static_cast<double>(lo)),
-                                                          std::log(static_cast<double>(hi)))(rng);
-  return std::clamp(static_cast<std::size_t>(std::exp(x)), lo, hi);
-}
-
-struct WindowOps {
-  std::vector<std::uint32_t> initial;  // sizes of the first W blocks
-  std::vector<std::uint32_t> slot;     // step i frees slot[i] ...
-  std::vector<std::uint32_t> size;     // ... and allocates size[i] there
-};
+constexpr std::size_t kOps = pinpool::bench::kWindowOps;
+using pinpool::bench::LogUniform;
+using pinpool::bench::WindowOps;
 
 const WindowOps& OpsFor(const WindowShape& shape) {
   static std::vector<WindowOps> all = [] {
     std::vector<WindowOps> v;
-    std::uint64_t seed = 1300;
+    std::uint64_t seed = pinpool::bench::kSmallWindowSeed;  // the first shape's, then one more each
     for (const WindowShape& s : kWindows) {
-      std::mt19937_64 rng(seed++);
-      WindowOps ops;
-      for (int i = 0; i < s.window; ++i) ops.initial.push_back(LogUniform(rng, s.lo, s.hi));
-      for (std::size_t i = 0; i < kOps; ++i) {
-        ops.slot.push_back(static_cast<std::uint32_t>(rng() % s.window));
-        ops.size.push_back(static_cast<std::uint32_t>(LogUniform(rng, s.lo, s.hi)));
-      }
-      v.push_back(std::move(ops));
+      v.push_back(pinpool::bench::MakeWindowOps(seed++, s.lo, s.hi, s.window));
     }
     return v;
   }();

@@ -2,7 +2,8 @@
 # Instructions per allocate + free pair, pinpool's forms against tcmalloc, mimalloc and glibc,
 # counted by valgrind's callgrind (deterministic: the same build gives the same counts on a busy
 # machine). Prints a Markdown table: one row per size, one column per allocator form, and the
-# ratio of pinpool's forms to tcmalloc's (sized to sized, by address to by address).
+# ratio of pinpool's forms to tcmalloc's (sized to sized, by address to by address); a last row
+# counts a step of the small window (instructions_benchmark: one free and one allocation).
 #
 #   bench/instruction-counts.sh [--smoke] [--pairs N] [PROGRAM]
 #
@@ -64,13 +65,15 @@ per = {}
 for line in open(counts):
     name, total = line.split()
     alloc, form, size = name.split('/')
-    per[(alloc + '/' + form, int(size))] = int(total) / pairs
+    per[(alloc + '/' + form, size if size == 'w16' else int(size))] = int(total) / pairs
 columns = ['pinpool/block', 'pinpool/sized', 'pinpool/address', 'pinpool/c',
            'classes/default', 'classes/named', 'classes/on_reuse', 'classes/on_class_change',
            'tcmalloc/sized', 'tcmalloc/address', 'mimalloc/sized', 'mimalloc/address',
            'glibc/address', 'loop/-']
 columns = [c for c in columns if any((c, s) in per for s in sizes)]
 def size_name(s):
+    if s == 'w16':
+        return 'window 64 B-1 KiB, W=16 (a step)'
     return f'{s >> 10} KiB' if s >= 1024 and s % 1024 == 0 else f'{s} B'
 def ratio(a, b):
     return f'{a / b:.2f}' if a is not None and b else '-'
@@ -78,6 +81,8 @@ head = ['size'] + columns + ['block / tc sized', 'sized / tc sized', 'address / 
                              'c / tc address']
 print('| ' + ' | '.join(head) + ' |')
 print('|' + '---|' * len(head))
+if any(k[1] == 'w16' for k in per):
+    sizes.append('w16')  # the small window's steps, each a free and an allocation
 for s in sizes:
     row = [size_name(s)]
     for c in columns:

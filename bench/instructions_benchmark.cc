@@ -23,6 +23,11 @@
 // Pools use the resident (mlock) domain and small chunks: what a domain does happens at growth,
 // never on the fast path, and valgrind need not model io_uring.
 //
+// The small window (`<form>/w16`): the steps of alloc_compare_benchmark's window/small
+// (window_sequence.h: 16 blocks outstanding, each step frees a random one and allocates a
+// log-uniform 64 B-1 KiB block in its place), one step counted as a pair, for the loop alone and
+// the sized and by-address forms of pinpool and tcmalloc.
+//
 // Outside valgrind the program runs the same loops and says so (the ctest smoke run). Usage:
 //   instructions_benchmark [--pairs=N] [--sizes=64,256,...] [--filter=SUBSTRING]
 #include <valgrind/callgrind.h>
@@ -40,6 +45,7 @@
 #include "pinpool/domain.h"
 #include "pinpool/pinpool_c.h"
 #include "pinpool/pool.h"
+#include "window_sequence.h"
 
 namespace {
 
@@ -197,9 +203,80 @@ __attribute__((noinline)) void LoopLoadedAddress(std::size_t size, std::size_t p
   }
 }
 
+// The small window's steps, `steps` of them (the sequence repeats every kWindowOps). Put frees
+// the block in a slot (`put(p, size)`), Get allocates one (`get(size)`).
+const pinpool::bench::WindowOps& SmallWindow() {
+  static const pinpool::bench::WindowOps ops = pinpool::bench::MakeWindowOps(
+      pinpool::bench::kSmallWindowSeed, 64, 1 << 10, pinpool::bench::kSmallWindow);
+  return ops;
+}
+template <typename Get, typename Put>
+__attribute__((always_inline)) inline void WindowSteps(std::size_t steps, Get get, Put put) {
+  const pinpool::bench::WindowOps& ops = SmallWindow();
+  void* blocks[pinpool::bench::kSmallWindow];
+  std::uint32_t sizes[pinpool::bench::kSmallWindow];
+  for (int i = 0; i < pinpool::bench::kSmallWindow; ++i) {
+    sizes[i] = ops.initial[i];
+    blocks[i] = get(sizes[i]);
+  }
+  for (std::size_t i = 0; i < steps; ++i) {
+    const std::size_t k = i & (pinpool::bench::kWindowOps - 1);
+    const std::uint32_t slot = ops.slot[k];
+    put(blocks[slot], sizes[slot]);
+    sizes[slot] = ops.size[k];
+    blocks[slot] = get(sizes[slot]);
+    Escape(blocks[slot]);
+  }
+  for (int i = 0; i < pinpool::bench::kSmallWindow; ++i) put(blocks[i], sizes[i]);
+}
+// The first argument is unused (the window has its own sizes): the Form signature. The get and
+// put lambdas are forced inline, as a caller's own code would have the inline path.
+#define WINDOW_LOOP(name, setup, get, put)                              \
+  __attribute__((noinline)) void name(std::size_t, std::size_t steps) { \
+    setup;                                                              \
+    WindowSteps(steps, get, put);                                       \
+  }
+WINDOW_LOOP(
+    WindowEmpty, (void)0,
+    [](std::uint32_t n) -> void* {
+      void* p = static_buffer + (n & 1);
+      Opaque(p);
+      return p;
+    },
+    [](void* p, std::uint32_t) { Escape(p); })
+WINDOW_LOOP(
+    WindowPinpoolSized, Pool& pool = CxxPool(),
+    [&pool](std::uint32_t n) __attribute__((always_inline)) { return pool.Allocate(n).data(); },
+    [&pool](void* p, std::uint32_t n) __attribute__((always_inline)) { pool.Deallocate(p, n); })
+WINDOW_LOOP(
+    WindowPinpoolAddress, Pool& pool = CxxPool(),
+    [&pool](std::uint32_t n) __attribute__((always_inline)) { return pool.Allocate(n).data(); },
+    [&pool](void* p, std::uint32_t) __attribute__((always_inline)) { pool.Deallocate(p); })
+#undef WINDOW_LOOP
+template <pinpool::bench::Loaded& (*kLoad)(), bool kSized>
+__attribute__((noinline)) void WindowLoaded(std::size_t, std::size_t steps) {
+  const pinpool::bench::Loaded l = kLoad();
+  WindowSteps(
+      steps, [&l](std::uint32_t n) __attribute__((always_inline)) { return l.malloc_fn(n); },
+      [&l](void* p, std::uint32_t n) __attribute__((always_inline)) {
+        if constexpr (kSized) {
+          l.sized_free_fn(p, n);
+        } else {
+          l.free_fn(p);
+        }
+      });
+}
+
 struct Form {
   const char* name;
   void (*loop)(std::size_t size, std::size_t pairs);
+};
+constexpr Form kWindowForms[] = {
+    {"loop/-", WindowEmpty},
+    {"pinpool/sized", WindowPinpoolSized},
+    {"pinpool/address", WindowPinpoolAddress},
+    {"tcmalloc/sized", WindowLoaded<pinpool::bench::Tcmalloc, true>},
+    {"tcmalloc/address", WindowLoaded<pinpool::bench::Tcmalloc, false>},
 };
 constexpr Form kForms[] = {
     {"loop/-", LoopEmpty},
@@ -258,18 +335,21 @@ int main(int argc, char** argv) {
         "not under callgrind: running the loops uncounted (bench/instruction-counts.sh "
         "counts them)\n");
   }
+  const auto count = [&](const Form& form, std::size_t size, const std::string& name) {
+    if (!filter.empty() && name.find(filter) == std::string::npos) return;
+    form.loop(size, 1000);  // warm: pools made, caches filled, code resolved
+    CALLGRIND_ZERO_STATS;
+    CALLGRIND_TOGGLE_COLLECT;
+    form.loop(size, pairs);
+    CALLGRIND_TOGGLE_COLLECT;
+    CALLGRIND_DUMP_STATS_AT(name.c_str());
+    std::printf("%s: %zu pairs\n", name.c_str(), pairs);
+  };
   for (const Form& form : kForms) {
     for (const std::size_t size : sizes) {
-      const std::string name = std::string(form.name) + "/" + std::to_string(size);
-      if (!filter.empty() && name.find(filter) == std::string::npos) continue;
-      form.loop(size, 1000);  // warm: pools made, caches filled, code resolved
-      CALLGRIND_ZERO_STATS;
-      CALLGRIND_TOGGLE_COLLECT;
-      form.loop(size, pairs);
-      CALLGRIND_TOGGLE_COLLECT;
-      CALLGRIND_DUMP_STATS_AT(name.c_str());
-      std::printf("%s: %zu pairs\n", name.c_str(), pairs);
+      count(form, size, std::string(form.name) + "/" + std::to_string(size));
     }
   }
+  for (const Form& form : kWindowForms) count(form, 0, std::string(form.name) + "/w16");
   return 0;
 }
