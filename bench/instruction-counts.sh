@@ -18,10 +18,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 program=$repo/build/bench/instructions_benchmark
 pairs=100000
 sizes=${PINPOOL_COUNT_SIZES:-64,256,1024,4096,16384,65536}
-smoke=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --smoke) smoke=1; pairs=2000; sizes=64,16384; shift ;;
+    --smoke) pairs=2000; sizes=64,16384; shift ;;
     --pairs) pairs=$2; shift 2 ;;
     -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) program=$1; shift ;;
