@@ -11,17 +11,17 @@
 // chunk is credited min(its overlap, the VMA's AnonHugePages), which can over-count.
 //
 // Shared chunks (memfd, tmpfs files) report their THP as ShmemPmdMapped rather than
-// AnonHugePages; both count.
+// AnonHugePages; both count. Page size reported for non-hugetlb memory: kTransparent when any byte
+// is THP-backed or when the VMA is THP-eligible (smaps "THPeligible: 1"; its pages can still fault
+// in huge), else k4K. Stateless and thread-safe; each query reads smaps afresh (a snapshot;
+// concurrent mmaps elsewhere do not affect the chunk's own entries).
 //
 // The cost: the kernel builds every entry of smaps up to the chunk's, walking each mapping's page
 // tables, the pool's earlier chunks included; in a pool of 4 KiB pages that walk grows with the
 // pool, so building one chunk at a time costs quadratic time (a 4 GiB pool of 64 MiB chunks spent
 // 2.5 s in it). QueryPopulatedPages asks for a populated chunk of small pages (the common case)
-// with PAGEMAP_SCAN instead (Linux 6.7), which walks the chunk's own page tables only. Page size
-// reported for non-hugetlb memory: kTransparent when any byte is THP-backed or when the VMA is
-// THP-eligible (smaps "THPeligible: 1"; its pages can still fault in huge), else k4K. Stateless and
-// thread-safe; each query reads smaps afresh (a snapshot; concurrent mmaps elsewhere do not affect
-// the chunk's own entries).
+// with PAGEMAP_SCAN instead (Linux 6.7), which walks the chunk's own page tables only; eligibility
+// does not matter there (populated without a huge page is k4K, as MapChunk decides anyway).
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
