@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -364,8 +365,8 @@ std::string WhyNoPagemapScan() {
 }
 
 // Counts the calls a hook saw, failing none of them or, when `fail_scan`, PAGEMAP_SCAN's.
-int g_scans = 0;
-bool g_fail_scan = false;
+std::atomic<int> g_scans{0};
+std::atomic<bool> g_fail_scan{false};
 int CountScans(Call call, std::size_t) {
   if (call != Call::kPagemapScan) return 0;
   ++g_scans;
@@ -428,17 +429,17 @@ TEST(OsMapChunk, APopulatedChunkOfSmallPagesIsReadFromItsPageTablesOrElseFromSma
     const std::size_t base = fail_scan ? 32 * kMiB : 0;
     auto small = MapChunk(res.at(base), 8 * kMiB, PageSize::k4K, true, true);
     ASSERT_TRUE(small.ok()) << small.status();
-    EXPECT_EQ(g_scans, 1) << "a populated 4 KiB chunk is counted by one scan";
+    EXPECT_EQ(g_scans.load(), 1) << "a populated 4 KiB chunk is counted by one scan";
     (fail_scan ? read : scanned).push_back(*std::move(small));
     if (!thp) continue;
     auto huge = MapChunk(res.at(base + 16 * kMiB), 8 * kMiB, PageSize::kTransparent, true, true);
     ASSERT_TRUE(huge.ok()) << huge.status();
-    EXPECT_EQ(g_scans, 2);
+    EXPECT_EQ(g_scans.load(), 2);
     (fail_scan ? read : scanned).push_back(*std::move(huge));
     // Unpopulated chunks are reported by eligibility, which only smaps says: no scan.
     auto lazy = MapChunk(res.at(base + 26 * kMiB), 4 * kMiB, PageSize::kTransparent, true, false);
     ASSERT_TRUE(lazy.ok()) << lazy.status();
-    EXPECT_EQ(g_scans, 2);
+    EXPECT_EQ(g_scans.load(), 2);
     EXPECT_EQ(lazy->page_size, PageSize::kTransparent);
   }
   ASSERT_EQ(scanned.size(), read.size());

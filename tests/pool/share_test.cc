@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -458,8 +459,9 @@ TEST_P(ShareTest, AHandedOverPoolIsAdoptedWithItsBlocksIntact) {
 // An adopted chunk of small pages is read back from its own page tables (PAGEMAP_SCAN), not from
 // smaps, whose cost grows with every chunk mapped before it; where the kernel cannot scan (here
 // the injected ENOTTY), from smaps, with the same answer.
-int g_adopt_scans = 0;
-bool g_adopt_fail_scan = false;
+// Atomic: the pool's workers map the adopted chunks.
+std::atomic<int> g_adopt_scans{0};
+std::atomic<bool> g_adopt_fail_scan{false};
 int CountAdoptScans(internal::os::Call call, std::size_t) {
   if (call != internal::os::Call::kPagemapScan) return 0;
   ++g_adopt_scans;
@@ -485,7 +487,8 @@ TEST_P(ShareTest, AnAdoptedChunkOfSmallPagesIsReadFromItsPageTablesOrElseFromSma
     // Adopt returns before it maps a chunk: the pool's thread maps them all.
     ASSERT_TRUE((*b)->AwaitInitialSize(std::chrono::seconds(30)).ok());
     internal::os::SetFaultHook(nullptr);
-    EXPECT_EQ(static_cast<std::size_t>(g_adopt_scans), chunks) << "one scan per adopted chunk";
+    EXPECT_EQ(static_cast<std::size_t>(g_adopt_scans.load()), chunks)
+        << "one scan per adopted chunk";
     for (const ChunkStats& c : (*b)->GetStats().chunks) {
       EXPECT_EQ(c.page_size, PageSize::k4K) << "chunk " << c.index << (fail_scan ? ", smaps" : "");
     }
