@@ -57,12 +57,8 @@ constexpr std::array<std::size_t, 9> kSizes = {64,       256,       1 << 10, 4 <
 
 // --- the pre-generated sequences -----------------------------------------------------------------
 
-struct WindowShape {
-  const char* name;
-  std::size_t lo, hi;  // sizes log-uniform in [lo, hi]
-  int window;
-};
-constexpr WindowShape kWindows[] = {{"small", 64, 1 << 10, 16},
+using pinpool::bench::WindowShape;
+constexpr WindowShape kWindows[] = {pinpool::bench::kSmallWindow,
                                     {"medium", 4 << 10, 64 << 10, 256},
                                     {"64k", 64 << 10, 64 << 10, 256},
                                     {"64k1024", 64 << 10, 64 << 10, 1024},
@@ -75,10 +71,8 @@ using pinpool::bench::WindowOps;
 const WindowOps& OpsFor(const WindowShape& shape) {
   static std::vector<WindowOps> all = [] {
     std::vector<WindowOps> v;
-    std::uint64_t seed = pinpool::bench::kSmallWindowSeed;  // the first shape's, then one more each
-    for (const WindowShape& s : kWindows) {
-      v.push_back(pinpool::bench::MakeWindowOps(seed++, s.lo, s.hi, s.window));
-    }
+    std::uint64_t seed = pinpool::bench::kWindowSeed;  // the first shape's, then one more each
+    for (const WindowShape& s : kWindows) v.push_back(pinpool::bench::MakeWindowOps(seed++, s));
     return v;
   }();
   return all[&shape - kWindows];

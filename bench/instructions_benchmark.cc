@@ -206,16 +206,17 @@ __attribute__((noinline)) void LoopLoadedAddress(std::size_t size, std::size_t p
 // The small window's steps, `steps` of them (the sequence repeats every kWindowOps). Put frees
 // the block in a slot (`put(p, size)`), Get allocates one (`get(size)`).
 const pinpool::bench::WindowOps& SmallWindow() {
-  static const pinpool::bench::WindowOps ops = pinpool::bench::MakeWindowOps(
-      pinpool::bench::kSmallWindowSeed, 64, 1 << 10, pinpool::bench::kSmallWindow);
+  static const pinpool::bench::WindowOps ops =
+      pinpool::bench::MakeWindowOps(pinpool::bench::kWindowSeed, pinpool::bench::kSmallWindow);
   return ops;
 }
 template <typename Get, typename Put>
 __attribute__((always_inline)) inline void WindowSteps(std::size_t steps, Get get, Put put) {
+  constexpr int kW = pinpool::bench::kSmallWindow.window;
   const pinpool::bench::WindowOps& ops = SmallWindow();
-  void* blocks[pinpool::bench::kSmallWindow];
-  std::uint32_t sizes[pinpool::bench::kSmallWindow];
-  for (int i = 0; i < pinpool::bench::kSmallWindow; ++i) {
+  void* blocks[kW];
+  std::uint32_t sizes[kW];
+  for (int i = 0; i < kW; ++i) {
     sizes[i] = ops.initial[i];
     blocks[i] = get(sizes[i]);
   }
@@ -227,7 +228,7 @@ __attribute__((always_inline)) inline void WindowSteps(std::size_t steps, Get ge
     blocks[slot] = get(sizes[slot]);
     Escape(blocks[slot]);
   }
-  for (int i = 0; i < pinpool::bench::kSmallWindow; ++i) put(blocks[i], sizes[i]);
+  for (int i = 0; i < kW; ++i) put(blocks[i], sizes[i]);
 }
 // The first argument is unused (the window has its own sizes): the Form signature. The get and
 // put lambdas are forced inline, as a caller's own code would have the inline path.

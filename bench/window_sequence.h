@@ -43,8 +43,19 @@ inline WindowOps MakeWindowOps(std::uint64_t seed, std::size_t lo, std::size_t h
   return ops;
 }
 
-// The small window (window/small): 64 B-1 KiB, 16 outstanding, the first shape's seed.
-inline constexpr std::uint64_t kSmallWindowSeed = 1300;
-inline constexpr int kSmallWindow = 16;
+// A window: W = `window` blocks of `lo`..`hi` bytes outstanding.
+struct WindowShape {
+  const char* name;
+  std::size_t lo, hi;  // sizes log-uniform in [lo, hi]
+  int window;
+};
+// The small window (window/small), the first of alloc_compare_benchmark's shapes: its sequence
+// has the first seed, kWindowSeed, and each later shape the next one.
+inline constexpr WindowShape kSmallWindow = {"small", 64, 1 << 10, 16};
+inline constexpr std::uint64_t kWindowSeed = 1300;
+
+inline WindowOps MakeWindowOps(std::uint64_t seed, const WindowShape& shape) {
+  return MakeWindowOps(seed, shape.lo, shape.hi, shape.window);
+}
 
 }  // namespace pinpool::bench

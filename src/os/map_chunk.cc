@@ -482,9 +482,10 @@ absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile
   // A tmpfs file or memfd has small pages, read from its page tables; a hugetlbfs one (or one
   // fstatfs cannot place) is read from smaps, which says its page size.
   struct statfs sfs {};
-  const bool small = ::fstatfs(file.fd(), &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
-  absl::StatusOr<MappedChunk> got = populated.ok() ? Finish(at, length, populate && small)
-                                                   : absl::StatusOr<MappedChunk>(populated);
+  const bool populated_small =
+      populate && ::fstatfs(file.fd(), &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
+  absl::StatusOr<MappedChunk> got =
+      populated.ok() ? Finish(at, length, populated_small) : absl::StatusOr<MappedChunk>(populated);
   if (!got.ok()) {
     file.Disown();  // an adoption that failed must not take the data's name with it
     return got;

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -28,6 +27,7 @@
 
 #include "gtest/gtest.h"
 #include "support/sanitizers.h"
+#include "support/scan_hook.h"
 
 namespace pinpool::internal::os {
 namespace {
@@ -364,25 +364,7 @@ std::string WhyNoPagemapScan() {
          " (MapChunk reads smaps there)";
 }
 
-// Counts the calls a hook saw, failing none of them or, when `fail_scan`, PAGEMAP_SCAN's.
-std::atomic<int> g_scans{0};
-std::atomic<bool> g_fail_scan{false};
-int CountScans(Call call, std::size_t) {
-  if (call != Call::kPagemapScan) return 0;
-  ++g_scans;
-  return g_fail_scan ? ENOTTY : 0;
-}
-class ScanHook {
- public:
-  explicit ScanHook(bool fail_scan) {
-    g_scans = 0;
-    g_fail_scan = fail_scan;
-    SetFaultHook(&CountScans);
-  }
-  ~ScanHook() { SetFaultHook(nullptr); }
-  ScanHook(const ScanHook&) = delete;
-  ScanHook& operator=(const ScanHook&) = delete;
-};
+using pinpool::testing::ScanHook;
 
 TEST(OsScanHugeBytes, CountsTheHugePagesSmapsCountsInTheRangeAlone) {
   if (const std::string why = WhyNoPagemapScan(); !why.empty()) GTEST_SKIP() << why;
@@ -429,17 +411,17 @@ TEST(OsMapChunk, APopulatedChunkOfSmallPagesIsReadFromItsPageTablesOrElseFromSma
     const std::size_t base = fail_scan ? 32 * kMiB : 0;
     auto small = MapChunk(res.at(base), 8 * kMiB, PageSize::k4K, true, true);
     ASSERT_TRUE(small.ok()) << small.status();
-    EXPECT_EQ(g_scans.load(), 1) << "a populated 4 KiB chunk is counted by one scan";
+    EXPECT_EQ(hook.scans(), 1) << "a populated 4 KiB chunk is counted by one scan";
     (fail_scan ? read : scanned).push_back(*std::move(small));
     if (!thp) continue;
     auto huge = MapChunk(res.at(base + 16 * kMiB), 8 * kMiB, PageSize::kTransparent, true, true);
     ASSERT_TRUE(huge.ok()) << huge.status();
-    EXPECT_EQ(g_scans.load(), 2);
+    EXPECT_EQ(hook.scans(), 2);
     (fail_scan ? read : scanned).push_back(*std::move(huge));
     // Unpopulated chunks are reported by eligibility, which only smaps says: no scan.
     auto lazy = MapChunk(res.at(base + 26 * kMiB), 4 * kMiB, PageSize::kTransparent, true, false);
     ASSERT_TRUE(lazy.ok()) << lazy.status();
-    EXPECT_EQ(g_scans.load(), 2);
+    EXPECT_EQ(hook.scans(), 2);
     EXPECT_EQ(lazy->page_size, PageSize::kTransparent);
   }
   ASSERT_EQ(scanned.size(), read.size());

@@ -15,11 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +33,7 @@
 #include "pool/share_wire.h"
 #include "support/proc_status.h"
 #include "support/sanitizers.h"
+#include "support/scan_hook.h"
 #include "support/socket_pair.h"
 #include "support/wait_until.h"
 
@@ -459,14 +460,6 @@ TEST_P(ShareTest, AHandedOverPoolIsAdoptedWithItsBlocksIntact) {
 // An adopted chunk of small pages is read back from its own page tables (PAGEMAP_SCAN), not from
 // smaps, whose cost grows with every chunk mapped before it; where the kernel cannot scan (here
 // the injected ENOTTY), from smaps, with the same answer.
-// Atomic: the pool's workers map the adopted chunks.
-std::atomic<int> g_adopt_scans{0};
-std::atomic<bool> g_adopt_fail_scan{false};
-int CountAdoptScans(internal::os::Call call, std::size_t) {
-  if (call != internal::os::Call::kPagemapScan) return 0;
-  ++g_adopt_scans;
-  return g_adopt_fail_scan ? ENOTTY : 0;
-}
 
 TEST_P(ShareTest, AnAdoptedChunkOfSmallPagesIsReadFromItsPageTablesOrElseFromSmaps) {
   for (const bool fail_scan : {false, true}) {
@@ -479,16 +472,14 @@ TEST_P(ShareTest, AnAdoptedChunkOfSmallPagesIsReadFromItsPageTablesOrElseFromSma
     ASSERT_TRUE((*a)->HandOver(s.a.get(), live).ok());
     a->reset();
 
-    g_adopt_scans = 0;
-    g_adopt_fail_scan = fail_scan;
-    internal::os::SetFaultHook(&CountAdoptScans);
+    std::optional<testing::ScanHook> hook(std::in_place, fail_scan);
     auto b = Pool::Adopt(Opts(), s.b.get());
     ASSERT_TRUE(b.ok()) << b.status();
     // Adopt returns before it maps a chunk: the pool's thread maps them all.
     ASSERT_TRUE((*b)->AwaitInitialSize(std::chrono::seconds(30)).ok());
-    internal::os::SetFaultHook(nullptr);
-    EXPECT_EQ(static_cast<std::size_t>(g_adopt_scans.load()), chunks)
-        << "one scan per adopted chunk";
+    const int scans = hook->scans();
+    hook.reset();
+    EXPECT_EQ(static_cast<std::size_t>(scans), chunks) << "one scan per adopted chunk";
     for (const ChunkStats& c : (*b)->GetStats().chunks) {
       EXPECT_EQ(c.page_size, PageSize::k4K) << "chunk " << c.index << (fail_scan ? ", smaps" : "");
     }
