@@ -30,19 +30,6 @@ struct WindowOps {
   std::vector<std::uint32_t> size;     // ... and allocates size[i] there
 };
 
-inline WindowOps MakeWindowOps(std::uint64_t seed, std::size_t lo, std::size_t hi, int window) {
-  std::mt19937_64 rng(seed);
-  WindowOps ops;
-  for (int i = 0; i < window; ++i) {
-    ops.initial.push_back(static_cast<std::uint32_t>(LogUniform(rng, lo, hi)));
-  }
-  for (std::size_t i = 0; i < kWindowOps; ++i) {
-    ops.slot.push_back(static_cast<std::uint32_t>(rng() % static_cast<unsigned>(window)));
-    ops.size.push_back(static_cast<std::uint32_t>(LogUniform(rng, lo, hi)));
-  }
-  return ops;
-}
-
 // A window: W = `window` blocks of `lo`..`hi` bytes outstanding.
 struct WindowShape {
   const char* name;
@@ -55,7 +42,16 @@ inline constexpr WindowShape kSmallWindow = {"small", 64, 1 << 10, 16};
 inline constexpr std::uint64_t kWindowSeed = 1300;
 
 inline WindowOps MakeWindowOps(std::uint64_t seed, const WindowShape& shape) {
-  return MakeWindowOps(seed, shape.lo, shape.hi, shape.window);
+  std::mt19937_64 rng(seed);
+  WindowOps ops;
+  for (int i = 0; i < shape.window; ++i) {
+    ops.initial.push_back(static_cast<std::uint32_t>(LogUniform(rng, shape.lo, shape.hi)));
+  }
+  for (std::size_t i = 0; i < kWindowOps; ++i) {
+    ops.slot.push_back(static_cast<std::uint32_t>(rng() % static_cast<unsigned>(shape.window)));
+    ops.size.push_back(static_cast<std::uint32_t>(LogUniform(rng, shape.lo, shape.hi)));
+  }
+  return ops;
 }
 
 }  // namespace pinpool::bench

@@ -19,9 +19,7 @@
 // caller with the mapping. A hugetlbfs directory's mount fixes the page size; tmpfs and memfds
 // get THP only as shmem's sysfs switch allows (shmem_enabled).
 // Thread-safe: the kernel serializes the mm changes; chunks must not be mapped twice at once.
-#include <linux/magic.h>
 #include <sys/mman.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -479,11 +477,9 @@ absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile
   // Its pages exist already (they hold the previous owner's data): populating only maps them.
   absl::Status populated = populate ? Populate(at, length) : absl::OkStatus();
   if (!populated.ok()) Rereserve(at, length);
-  // A tmpfs file or memfd has small pages, read from its page tables; a hugetlbfs one (or one
-  // fstatfs cannot place) is read from smaps, which says its page size.
-  struct statfs sfs {};
-  const bool populated_small =
-      populate && ::fstatfs(file.fd(), &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
+  // A tmpfs file or memfd has small pages, read from its page tables; a hugetlbfs one is read
+  // from smaps, which says its page size (AdoptChunkFile found which it is).
+  const bool populated_small = populate && file.hugetlb_page_bytes() == 0;
   absl::StatusOr<MappedChunk> got =
       populated.ok() ? Finish(at, length, populated_small) : absl::StatusOr<MappedChunk>(populated);
   if (!got.ok()) {
