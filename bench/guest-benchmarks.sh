@@ -15,9 +15,9 @@
 #                            with a low watermark and without) with the verbs domain
 #   remote_access.json       remote_access_benchmark (grants vs per-buffer registration and
 #                            chunk-wide keys)
-#   engines.json             engines_benchmark (a put through UCX and libfabric from pool
+#   providers.json             providers_benchmark (a put through UCX and libfabric from pool
 #                            blocks vs their own ways), when built (libucx-dev, libfabric-dev)
-#   engines_nocache.json     its libfabric part again with FI_MR_CACHE_MAX_COUNT=0
+#   providers_nocache.json     its libfabric part again with FI_MR_CACHE_MAX_COUNT=0
 #   guest.txt                the guest's kernel, CPUs, memory and huge pages obtained
 # Nothing here needs cleaning up: the guest is thrown away when this exits.
 set -euo pipefail
@@ -106,16 +106,16 @@ PINPOOL_BENCH_GROWTH_CHUNKS=$([ "$quick" = quick ] && echo 3 || echo 8) \
   "$bench/growth_latency_benchmark" --benchmark_format=json \
   --benchmark_out="$out/growth_latency_verbs.json" --benchmark_out_format=json > /dev/null
 
-# UCX and libfabric domains (docs/engines.md): puts from pool blocks vs the engines' own ways. rxe needs
+# UCX and libfabric domains (docs/providers.md): puts from pool blocks vs the providers' own ways. rxe needs
 # UCX_IB_GID_INDEX=0 and, for verbs;ofi_rxm, FI_UNIVERSE_SIZE=64; libfabric reads its cache setting
 # once per process, hence a second run for the uncached registrations.
-if [ -x "$bench/engines_benchmark" ]; then
-  echo "guest: engines_benchmark" >&2
-  UCX_IB_GID_INDEX=0 FI_UNIVERSE_SIZE=64 "$bench/engines_benchmark" "${common[@]}" \
+if [ -x "$bench/providers_benchmark" ]; then
+  echo "guest: providers_benchmark" >&2
+  UCX_IB_GID_INDEX=0 FI_UNIVERSE_SIZE=64 "$bench/providers_benchmark" "${common[@]}" \
     --benchmark_min_time=$min_time \
-    --benchmark_out="$out/engines.json" --benchmark_out_format=json > /dev/null
-  UCX_IB_GID_INDEX=0 FI_UNIVERSE_SIZE=64 FI_MR_CACHE_MAX_COUNT=0 "$bench/engines_benchmark" \
+    --benchmark_out="$out/providers.json" --benchmark_out_format=json > /dev/null
+  UCX_IB_GID_INDEX=0 FI_UNIVERSE_SIZE=64 FI_MR_CACHE_MAX_COUNT=0 "$bench/providers_benchmark" \
     "${common[@]}" --benchmark_min_time=$min_time \
-    --benchmark_out="$out/engines_nocache.json" --benchmark_out_format=json > /dev/null
+    --benchmark_out="$out/providers_nocache.json" --benchmark_out_format=json > /dev/null
 fi
 echo "guest: done" >&2

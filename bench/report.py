@@ -17,12 +17,12 @@ what they share (reading results, formatting, figures) is report_sections/common
 import argparse
 import os
 
-from report_sections import (alloc, engines, growth, growth_at_scale, overhead, rdma_ready,
+from report_sections import (alloc, providers, growth, growth_at_scale, overhead, rdma_ready,
                              remote_access, wire)
 from report_sections.common import Page, verdict
 
 # The page's order: the section's number is its place here.
-SECTIONS = [alloc, rdma_ready, growth, overhead, wire, remote_access, engines, growth_at_scale]
+SECTIONS = [alloc, rdma_ready, growth, overhead, wire, remote_access, providers, growth_at_scale]
 
 
 def write_page(page):

@@ -8,7 +8,7 @@
 #   ${LIBDIR}/cmake/pinpool/*.cmake, ${LIBDIR}/pkgconfig/pinpool.pc   component pinpool_Development
 #   ${BINDIR}/pinpool-info (when PINPOOL_BUILD_TOOLS)                  component pinpool_Tools
 #   libpinpool_ucx / libpinpool_fabric with their header, CMake component and .pc file, when
-#   built (cmake/InstallEngines.cmake)                                  components pinpool_Ucx,
+#   built (cmake/InstallProviders.cmake)                                  components pinpool_Ucx,
 #                                                                       pinpool_Fabric
 #
 # The library's internals (the layers' objects, also built as the static pinpool_core) are linked
@@ -42,7 +42,7 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/pinpool"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
   COMPONENT pinpool_Development
   FILES_MATCHING PATTERN "*.h"
-  # The optional engines' headers go with their libraries (cmake/InstallEngines.cmake).
+  # The optional providers' headers go with their libraries (cmake/InstallProviders.cmake).
   PATTERN "ucx.h" EXCLUDE PATTERN "fabric.h" EXCLUDE)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/include/pinpool/version.h"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/pinpool"
@@ -114,5 +114,5 @@ install(CODE "
   file(REMOVE_RECURSE \"\${pinpool_pc_dir}\")
 " COMPONENT pinpool_Development)
 
-# --- optional engine libraries: libpinpool_ucx, libpinpool_fabric ------------------------------
-include("${CMAKE_CURRENT_LIST_DIR}/InstallEngines.cmake")
+# --- optional provider libraries: libpinpool_ucx, libpinpool_fabric ------------------------------
+include("${CMAKE_CURRENT_LIST_DIR}/InstallProviders.cmake")

@@ -1,9 +1,9 @@
-// ControlChannel: the TCP connection two example programs use to exchange what RDMA engines
+// ControlChannel: the TCP connection two example programs use to exchange what RDMA providers
 // cannot exchange for themselves before they are connected (a UCX worker address, a libfabric
 // endpoint name, keys and addresses of pool blocks) and short "go" / "done" messages. Not part of
 // the library: copy and adapt it, or use your application's own control plane.
 //
-// Messages are length-prefixed byte strings. A side that must keep its RDMA engine progressing
+// Messages are length-prefixed byte strings. A side that must keep its RDMA provider progressing
 // while it waits (on the host, UCX and libfabric's tcp provider only move data when the TARGET
 // calls into them) passes a `progress` function, called between short polls of the socket.
 //

@@ -36,7 +36,7 @@
 //
 // The RDMA connection uses port P, the control channel P + 1. Each side prints its counts and a
 // last line "kv_cache: OK: server" (or client), and exits 0 when every byte and every check
-// held; 1 otherwise. In two soft-RoCE guests: tests/engines/two-hosts.sh.
+// held; 1 otherwise. In two soft-RoCE guests: tests/providers/two-hosts.sh.
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>

@@ -28,7 +28,7 @@
 //                                        [--max-size BYTES] [--seed S] [--connect-seconds S]
 //
 // Both print one "OK" line with their counts and exit 0 when every byte and every check held; 1
-// otherwise. In two soft-RoCE guests: tests/engines/two-hosts.sh.
+// otherwise. In two soft-RoCE guests: tests/providers/two-hosts.sh.
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>

@@ -16,7 +16,7 @@
 //
 // Transports are UCX's choice (UCX_TLS, UCX_NET_DEVICES...). On a host without RDMA, UCX moves
 // puts and gets as messages the target must handle, so the target keeps progressing its worker
-// while it waits. On soft-RoCE (rxe) set UCX_IB_GID_INDEX=0 (docs/engines.md) and UCX_TLS=rc:
+// while it waits. On soft-RoCE (rxe) set UCX_IB_GID_INDEX=0 (docs/providers.md) and UCX_TLS=rc:
 // the puts are then one-sided RDMA writes.
 // Exit status 0 when every byte held on both sides; 1 otherwise, with the reason.
 #include <ucp/api/ucp.h>

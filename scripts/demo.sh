@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's first command: installs what the library and the demo need (Debian 12), builds
 # them alone, and runs the demo (a pool on the best domain available, its blocks, keys, page
-# sizes and stats). Tests, benchmarks, tools and engines are off, in a build directory of the
+# sizes and stats). Tests, benchmarks, tools and providers are off, in a build directory of the
 # demo's own (build-demo/, or $PINPOOL_DEMO_BUILD_DIR), so that scripts/test.sh's build/ keeps
 # its options; Release, since debug information only slows the first build down.
 set -euo pipefail

@@ -82,7 +82,7 @@ trap restore_hugepages EXIT INT TERM HUP
 # --- build -------------------------------------------------------------------------------------
 targets=(alloc_compare_benchmark rdma_ready_benchmark wire_benchmark growth_benchmark
          growth_latency_benchmark startup_benchmark
-         overhead_benchmark remote_access_benchmark engines_benchmark)
+         overhead_benchmark remote_access_benchmark providers_benchmark)
 log "building ${targets[*]} in $build_dir from $source_dir"
 cmake -S "$source_dir" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPINPOOL_BUILD_EXAMPLES=OFF > "$out/cmake.log"

@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages pinpool needs, in two sets, each package named once:
 #   build_packages: the library and the examples (scripts/demo.sh installs only these:
 #     `setup-deps.sh --build`);
-#   test_packages: what the tests, benchmarks, engines and the fuzzer add (valgrind: the
+#   test_packages: what the tests, benchmarks, providers and the fuzzer add (valgrind: the
 #     instruction counts, bench/instruction-counts.sh; clang 14 and its
 #     compiler-rt: the libFuzzer target and its sanitizer runtimes; gcc's sanitizers come with gcc).
 # With no argument it installs both (scripts/test.sh). The soft-RoCE guest's host packages are

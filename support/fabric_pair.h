@@ -3,7 +3,7 @@
 // reliable-datagram endpoint (FI_EP_RDM), each side knowing the other's address. The target's
 // completion queue is read by a thread of its own while the pair lives: tcp and rxm move data
 // only when the target calls into the provider. The one such set-up of the libfabric domain's
-// tests (tests/engines) and the engines benchmark (target pinpool_fabric_pair); not part of the
+// tests (tests/providers) and the providers benchmark (target pinpool_fabric_pair); not part of the
 // library: connecting endpoints is the application's business.
 //
 // Thread safety: the progress thread reads the target's CQ only, until StopTargetProgress or

@@ -20,7 +20,7 @@ def write(doc):
     if not r.present:
         return doc.not_measured()
     doc.w("Nanoseconds per allocate + free, per thread, the best of the repetitions (other "
-           "engineers' work shared the 2 CPUs and interference only adds time; the ratio of "
+           "providerers' work shared the 2 CPUs and interference only adds time; the ratio of "
            "the medians is shown too). Every allocator runs every case twice: with its **sized** "
            "free and with its free **by address**. pinpool sized is `Pool::Allocate` + "
            "`Deallocate(Block)`, by address the C API's `pinpool_malloc` + `pinpool_free` "

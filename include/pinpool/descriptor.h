@@ -107,7 +107,7 @@ PINPOOL_EXPORT absl::StatusOr<std::vector<std::byte>> Describe(
     std::span<const Block> blocks, std::span<const std::size_t> domains);
 
 // One range of whole elements of an array that a grant gives a peer, with the grant's key: what
-// each engine's DescribeGrants makes of its grants (pinpool/verbs_remote_access.h,
+// each provider's DescribeGrants makes of its grants (pinpool/verbs_remote_access.h,
 // pinpool/fabric.h), and what a transport of your own describes its grants with.
 struct GrantedRange {
   std::uint64_t address = 0;  // what the peer passes as the remote address of the first element

@@ -333,7 +333,7 @@ class PINPOOL_EXPORT Pool {
 
  private:
   friend class GrantLock;  // the public face of grants_ (pinpool/grant_lock.h)
-  // The same for grants made by the optional engine libraries (libpinpool_fabric).
+  // The same for grants made by the optional provider libraries (libpinpool_fabric).
 
   friend struct internal::CApi;  // the C API's pinpool_malloc (c_api.cc)
 
@@ -349,8 +349,8 @@ class PINPOOL_EXPORT Pool {
   // Create, and Adopt with the chunks it received (null: none).
   PINPOOL_NO_EXPORT static absl::StatusOr<std::unique_ptr<Pool>> CreateWith(
       PoolOptions options, internal::Handover* handover);
-  // A block of an adopted chunk the application still holds (pool/sharing.h): the slow paths ask
-  // before the heap, which never had it.
+  // A block of an adopted chunk the application still holds (pool/sharing/sharing.h): the slow
+  // paths ask before the heap, which never had it.
   PINPOOL_NO_EXPORT bool Reclaimed(const void* p, std::size_t* size = nullptr) const noexcept;
 
   // The ChunkInfo of p, any address in a mapped chunk of this pool: the chunk table entry
@@ -451,7 +451,7 @@ class PINPOOL_EXPORT Pool {
   std::unique_ptr<internal::Sharing> sharing_;
   const std::uint64_t* class_heap_ids_ = &heap_id_;
   std::uint32_t class_count_ = 1;
-  // Chunks being given back, and what the application is told (pool/take_back.h).
+  // Chunks being given back, and what the application is told (pool/sharing/lost_chunks.h).
   std::unique_ptr<internal::TakeBack> take_back_;
   // Arrays (pool/arrays.h): made once the classes are attached, whose ledger they use.
   std::unique_ptr<internal::PoolArrays> arrays_;

@@ -1,5 +1,5 @@
 // The implementer's interface: what a writer of a Domain (a registration backend) or of a grant
-// mechanism needs from pinpool, and an application does not. pinpool's own engine libraries
+// mechanism needs from pinpool, and an application does not. pinpool's own provider libraries
 // (libpinpool_ucx, libpinpool_fabric) are written against this header and the users' headers
 // only; a backend of yours gets the same tools and the same wording of errors. Applications
 // include the users' headers (pinpool/pinpool.h, pinpool/verbs.h, pinpool/ucx.h, ...), never this
@@ -19,9 +19,9 @@
 // The Domain contract itself is in pinpool/domain.h.
 //
 // The functions are exported by libpinpool (src/domain/provider.cc, memlock.cc; FormatBytes in
-// src/pool/stats.cc) and need nothing beyond what pinpool::pinpool links; ChunkHandles is a
+// src/report/stats_text.cc) and need nothing beyond what pinpool::pinpool links; ChunkHandles is a
 // template compiled into the implementer's own library, where hidden visibility (as pinpool's
-// engines are built) keeps it out of that library's exports.
+// providers are built) keeps it out of that library's exports.
 //
 // Thread safety: the functions are pure but for PinRefusedError (which reads /proc/self/status).
 // ChunkHandles is safe to use from several threads at once (atomic counters); each record is

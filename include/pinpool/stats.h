@@ -2,7 +2,7 @@
 // not for the fast path). A plain value: copy it, print it (ToString for people, ToJson for
 // tools), compare two of them.
 //
-// Described once: every member of these structs has one row in src/pool/stats_fields.h (its
+// Described once: every member of these structs has one row in src/report/stats_fields.h (its
 // stable snake_case name, unit, counter or gauge, one line of help), and ToString, ToJson and
 // pinpool-info print by walking those rows. A member without a row does not compile (the rows
 // are counted against the struct's members). So adding a figure is: the member here, its row

@@ -13,7 +13,7 @@
 // in the memory domain's registration cache (the InfiniBand one on RDMA), where the chunk's
 // mapping already sits, so it still registers nothing per operation as long as that cache is on
 // (UCX's default, UCX_IB_REG_METHODS=rcache,...). With UCX_IB_REG_METHODS=direct, UCX 1.13
-// registers the local buffer of every zero-copy operation. docs/engines.md has the measurements.
+// registers the local buffer of every zero-copy operation. docs/providers.md has the measurements.
 //
 // Remote exposure. UCX cannot give a peer one block: a packed rkey covers the whole mapping it
 // was packed from (here: a chunk), for as long as the mapping lives, and UCX has no way to revoke

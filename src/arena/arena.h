@@ -27,7 +27,7 @@
 // The chunk table's entries are the ChunkInfo's address, with bit 0 (kSlowFreeTag) set while the
 // pool has remotely granted blocks in the chunk; an unmapped chunk's entry is the tag alone. So
 // the pool's fast free path needs only the entry it loads anyway, and one bit test, to send
-// every free that needs more (foreign memory, granted blocks: pool/grant_registry.h) to its
+// every free that needs more (foreign memory, granted blocks: pool/grants/registry.h) to its
 // slow path. ChunkInfo records are immutable once published and never freed before the arena
 // (a trimmed chunk's record is retired, not deleted), so a lock-free reader racing a trim reads a
 // valid record.

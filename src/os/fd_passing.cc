@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
-#include "util/little_endian.h"
+#include "wire/bytes.h"
 
 namespace pinpool::internal::os {
 namespace {
@@ -68,10 +68,11 @@ absl::Status SendMessage(int socket, std::span<const std::byte> payload, std::sp
         absl::StrFormat("a sharing message of %d bytes with %d descriptors: at most %d descriptors",
                         payload.size(), fds.size(), kMaxFdsPerMessage));
   }
-  std::byte frame[kFrameBytes];
-  StoreLittleEndian(frame, payload.size(), 4);
-  StoreLittleEndian(frame + 4, fds.size(), 4);
-  iovec iov{frame, kFrameBytes};
+  std::vector<std::byte> frame;
+  ByteWriter w(frame);
+  w.Put(payload.size(), 4);
+  w.Put(fds.size(), 4);
+  iovec iov{frame.data(), kFrameBytes};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -91,7 +92,7 @@ absl::Status SendMessage(int socket, std::span<const std::byte> payload, std::sp
   } while (n < 0 && errno == EINTR);
   if (n < 0) return SocketError("sendmsg", errno);
   // The descriptors went with the first byte; the rest of the frame and the payload follow.
-  if (absl::Status s = SendAll(socket, frame + n, kFrameBytes - static_cast<std::size_t>(n));
+  if (absl::Status s = SendAll(socket, frame.data() + n, kFrameBytes - static_cast<std::size_t>(n));
       !s.ok()) {
     return s;
   }
@@ -133,8 +134,9 @@ absl::StatusOr<Message> ReceiveMessage(int socket, std::size_t max_payload) {
       !s.ok()) {
     return s;
   }
-  const std::uint64_t length = LoadLittleEndian(frame, 4);
-  const std::uint64_t count = LoadLittleEndian(frame + 4, 4);
+  ByteReader r(std::span<const std::byte>(frame, kFrameBytes));
+  const std::uint64_t length = r.Get(4);
+  const std::uint64_t count = r.Get(4);
   if (length > max_payload || count != m.fds.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "not a pinpool sharing message: a frame of %d bytes with %d descriptors announced, %d "

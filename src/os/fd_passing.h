@@ -1,6 +1,6 @@
 // Inside the os layer: messages with file descriptors over a connected Unix stream socket
 // (SCM_RIGHTS), for sharing a pool's chunks with other processes and handing a pool over
-// (pool/share_wire.h says what the bytes mean).
+// (wire/share_message.h says what the bytes mean).
 //
 // A message is an 8-byte frame header (payload length, number of descriptors, both little-endian
 // u32) carrying the descriptors as ancillary data, then the payload. The receiver bounds both
@@ -15,11 +15,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "wire/share_message.h"
 
 namespace pinpool::internal::os {
 
 // The most descriptors one message carries (below the kernel's SCM_MAX_FD, 253).
-inline constexpr std::size_t kMaxFdsPerMessage = 250;
+inline constexpr std::size_t kMaxFdsPerMessage = kMaxChunksPerMessage;
 
 // An open descriptor, closed when it goes.
 class UniqueFd {

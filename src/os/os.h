@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "pinpool/page_size.h"
+#include "util/headroom.h"
 
 namespace pinpool::internal::os {
 
@@ -259,12 +260,9 @@ struct MemlockState {
   bool bounded_not_effective = false;
   std::uint32_t uid = 0;  // the real uid, for the message
 
-  // What may still be locked or pinned on top of `used` (VmLck or VmPin: the kernel checks each
-  // counter against the limit on its own): the limit minus `used`, 0 when over it; nullopt when
-  // the limit does not apply (CAP_IPC_LOCK, or unlimited). The one such computation in pinpool.
+  // What may still be locked or pinned on top of `used` (util/headroom.h).
   std::optional<std::size_t> Headroom(std::size_t used) const noexcept {
-    if (exempt || limit == SIZE_MAX) return std::nullopt;
-    return used >= limit ? 0 : limit - used;
+    return MemlockHeadroom(limit, exempt, used);
   }
 };
 MemlockState QueryMemlock() noexcept;

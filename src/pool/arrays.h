@@ -36,7 +36,7 @@
 #include "arena/arena.h"
 #include "pinpool/array.h"
 #include "pool/classes.h"
-#include "pool/grant_registry.h"
+#include "pool/grants/registry.h"
 
 namespace pinpool {
 class Pool;

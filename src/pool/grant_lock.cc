@@ -9,7 +9,7 @@
 #include "heap/heap.h"
 #include "pinpool/pool.h"
 #include "pool/arrays.h"
-#include "pool/grant_registry.h"
+#include "pool/grants/registry.h"
 #include "util/latency.h"
 
 namespace pinpool {

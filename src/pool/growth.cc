@@ -1,6 +1,6 @@
 // The pool's face of growth off the allocation path, trim and placement: Replenish and
 // NeedsReplenish for an application's event loop, Trim, starting the background work the
-// options ask for (pool/background.h), and the growth figures of GetStats. The work itself is the
+// options ask for (pool/background.h). The work itself is the
 // arena's (arena/growth.cc, arena/trim.cc) and the heap's.
 // Thread safety: as Pool (any thread; Trim and Replenish may race with allocation).
 #include <chrono>
@@ -10,7 +10,6 @@
 #include "pinpool/pool.h"
 #include "pool/background.h"
 #include "pool/classes.h"
-#include "pool/growth_stats.h"
 #include "pool/placement.h"
 
 namespace pinpool {
@@ -70,17 +69,4 @@ absl::Status Pool::AwaitInitialSize(std::chrono::nanoseconds timeout) const {
   return background_ == nullptr ? absl::OkStatus() : background_->AwaitStartup(timeout);
 }
 
-namespace internal {
-
-void FillGrowthStats(const ArenaStats& a, const StartupTimes& startup, PoolStats& stats) {
-  stats.growth = a.growth;
-  stats.growth.seconds_to_first_chunk = startup.first_chunk;
-  stats.growth.seconds_to_initial_size = startup.initial_size;
-  stats.growths = a.chunks.size() + a.growth.trims;
-  for (std::size_t i = 0; i < stats.chunks.size() && i < a.placements.size(); ++i) {
-    stats.chunks[i].numa_node = a.placements[i].node;
-  }
-}
-
-}  // namespace internal
 }  // namespace pinpool

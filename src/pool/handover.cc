@@ -15,8 +15,9 @@
 #include "pinpool/pool.h"
 #include "pool/background.h"
 #include "pool/classes.h"
-#include "pool/grant_registry.h"
-#include "pool/sharing.h"
+#include "pool/grants/registry.h"
+#include "pool/sharing/sharing.h"
+#include "pool/sharing/transfer.h"
 #include "util/bytes.h"
 #include "util/status_macros.h"
 

@@ -1,55 +1,21 @@
-// PoolMetrics: what a pool keeps for its metrics beyond the layers' own figures: the allocation
-// slow path's latency histogram, and the optional metrics socket (Pool::ServeMetrics).
-//
-// MetricsServer: one thread serving a Unix stream socket at a path the application chose. Each
-// connection gets the pool's stats as OpenMetrics text (PoolStats::ToOpenMetrics), then the
-// server closes it; it reads nothing from the client. The socket is created mode 0600 (before it
-// listens, so no one connects before the mode is set) and removed when serving stops. Off unless
-// the application calls Pool::ServeMetrics. `pinpool-info --metrics PATH` is its client.
-//
-// Thread safety: LatencyRecorder is lock-free. Start and Stop are called by the pool's owner
-// (ServeMetrics, the destructor), not concurrently; the server thread only calls the function
-// it was given, which must stay valid until Stop returns.
+// PoolMetrics: what a pool keeps for its metrics beyond its parts' own figures: the allocation
+// slow path's latency histogram, and the metrics socket when the application serves one
+// (Pool::ServeMetrics; the server itself is report/metrics_server.h).
+// Thread safety: the recorder is lock-free; `server` is the pool owner's (ServeMetrics,
+// StopServingMetrics, the destructor).
 #ifndef PINPOOL_POOL_METRICS_H_
 #define PINPOOL_POOL_METRICS_H_
 
-#include <functional>
 #include <memory>
-#include <string>
-#include <thread>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
+#include "report/metrics_server.h"
 #include "util/latency.h"
 
 namespace pinpool::internal {
 
-class MetricsServer {
- public:
-  // Binds and listens at `path` (an existing socket file there is replaced only when no one is
-  // listening on it) and starts the thread, which answers each connection with `text()`.
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(std::string path,
-                                                              std::function<std::string()> text);
-  ~MetricsServer();  // stops the thread, closes and removes the socket
-  MetricsServer(const MetricsServer&) = delete;
-  MetricsServer& operator=(const MetricsServer&) = delete;
-
-  const std::string& path() const noexcept { return path_; }
-
- private:
-  MetricsServer(std::string path, int listen_fd, int stop_fd, std::function<std::string()> text);
-  void Run();
-
-  const std::string path_;
-  const int listen_fd_;
-  const int stop_fd_;  // an eventfd: written once to stop the thread
-  const std::function<std::string()> text_;
-  std::thread thread_;
-};
-
 struct PoolMetrics {
   LatencyRecorder allocate_slow;
-  std::unique_ptr<MetricsServer> server;  // Pool::ServeMetrics; null when not serving
+  std::unique_ptr<MetricsServer> server;  // null when not serving
 };
 
 }  // namespace pinpool::internal

@@ -15,13 +15,13 @@
 #include "pool/arrays.h"
 #include "pool/background.h"
 #include "pool/classes.h"
-#include "pool/grant_registry.h"
-#include "pool/growth_stats.h"
+#include "pool/grants/registry.h"
 #include "pool/metrics.h"
 #include "pool/placement.h"
 #include "pool/preflight.h"
-#include "pool/sharing.h"
-#include "pool/take_back.h"
+#include "pool/sharing/lost_chunks.h"
+#include "pool/sharing/sharing.h"
+#include "pool/sharing/transfer.h"
 #include "pool/validate_options.h"
 #include "util/bytes.h"
 #include "util/check.h"
@@ -287,7 +287,7 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
   PINPOOL_CHECK(internal::Arena::EntryChunk(entry) != nullptr,
                 "Deallocate(%p): not memory of this pool", data);
   if ((entry & internal::Arena::kSlowFreeTag) != 0) {
-    // A granted block is held until every revocation has completed (grant_registry.h); those
+    // A granted block is held until every revocation has completed (pool/grants/registry.h); those
     // that complete at once (range regions) release it, or others, right away.
     internal::GrantRegistry::FreeOutcome outcome;
     {
@@ -414,99 +414,6 @@ absl::Status Pool::Reserve(std::size_t bytes) {
 }
 
 absl::Status Pool::last_growth_error() const { return arena_->last_growth_error(); }
-
-PoolStats Pool::GetStats() const {
-  CheckAlive("GetStats");
-  PoolStats stats;
-  const internal::os::MemlockState memlock = internal::os::QueryMemlock();
-  const internal::ArenaStats a = arena_->Stats();
-  stats.reserved_bytes = a.reserved_bytes;
-  stats.budget_bytes = a.max_chunks * a.chunk_size;
-  stats.mapped_bytes = a.chunks.size() * a.chunk_size;
-  stats.pinned_bytes = a.pinned_bytes;
-  stats.locked_bytes = a.locked_bytes;
-  stats.growth_failures = a.growth_failures;
-  stats.memlock_limit = memlock.limit;
-  stats.process_locked_bytes = memlock.locked;
-  stats.process_pinned_bytes = memlock.pinned;
-  stats.memlock_exempt = memlock.exempt;
-  const internal::os::MemoryCgroupState cgroup = internal::os::ReadMemoryCgroup(arena_->cgroup());
-  if (cgroup.limited) {
-    stats.cgroup_limit_bytes = cgroup.limit;
-    stats.cgroup_headroom_bytes = cgroup.Headroom().value_or(0);
-  }
-  for (std::size_t i = 0; i < a.chunks.size(); ++i) {
-    const ChunkInfo& c = a.chunks[i];
-    stats.chunks.push_back({.base = c.base,
-                            .size = c.size,
-                            .page_size = c.page_size,
-                            .huge_bytes = c.huge_bytes,
-                            .index = c.index,
-                            .keys = std::vector<Keys>(c.keys, c.keys + c.domain_count),
-                            .numa_node = -1,  // FillGrowthStats: from the placements
-                            .backing = a.backings[i].description,
-                            .sealed = a.backings[i].sealed});
-  }
-  internal::FillGrowthStats(a, {startup_first_chunk_, startup_initial_size_}, stats);
-  for (const internal::ArenaStats::DomainCounters& d : a.domains) {
-    stats.domains.push_back({d.name, d.kind, d.pinning, d.registrations, d.registered_bytes,
-                             d.seconds, d.max_seconds, d.register_latency, d.deregister_latency});
-  }
-  stats.grants = grants_->Stats();
-  {
-    internal::MutexLock lock(&take_back_->mu);
-    stats.chunks_given_back = take_back_->chunks_given_back;
-    stats.lost_blocks = take_back_->lost_blocks;
-    stats.lost_bytes = take_back_->lost_bytes;
-  }
-  stats.lost_block_frees = take_back_->lost_block_frees.load(std::memory_order_relaxed);
-  stats.growths += stats.chunks_given_back;  // added once, gone neither by growth nor by trim
-  // Every class's heap: the default one and each named class's.
-  internal::Heap::Counts counts = heap_->GetCounts();
-  std::size_t thread_caches = heap_->ThreadCacheCount();
-  for (std::uint32_t c = 1; c < class_count_; ++c) {
-    const internal::Heap& heap = classes_->heap(c);
-    const internal::Heap::Counts more = heap.GetCounts();
-    counts.allocated += more.allocated;
-    counts.active += more.active;
-    counts.thread_cache_bytes += more.thread_cache_bytes;
-    counts.transfer_bytes += more.transfer_bytes;
-    counts.drains += more.drains;
-    thread_caches += heap.ThreadCacheCount();
-  }
-  if (classes_ != nullptr) stats.classes = classes_->Stats();
-  stats.sharing = sharing_->Stats();
-  // The heap counts every block outside its free lists: live ones, cached ones, held ones. The
-  // counts are read one after another while others allocate, so clamp rather than wrap.
-  stats.cached_bytes = counts.thread_cache_bytes + counts.transfer_bytes;
-  const std::size_t not_live = stats.cached_bytes + stats.grants.held_bytes;
-  stats.live_bytes = counts.allocated > not_live ? counts.allocated - not_live : 0;
-  stats.heap_active_bytes = counts.active;
-  stats.thread_caches = thread_caches;
-  stats.thread_cache_bytes = counts.thread_cache_bytes;
-  stats.transfer_cache_bytes = counts.transfer_bytes;
-  stats.thread_cache_limit_bytes = counts.thread_cache_limit;
-  stats.transfer_cache_limit_bytes = counts.transfer_limit;
-  stats.cache_drains = counts.drains;
-  stats.arrays = arrays_->live();
-  stats.array_bytes = arrays_->chunk_bytes();
-  stats.allocate_slow_latency = metrics_->allocate_slow.Snapshot();
-  for (std::size_t d = 0; d < stats.domains.size(); ++d) {
-    stats.domains[d].figures = arena_->domains()[d]->figures();
-  }
-  return stats;
-}
-
-absl::Status Pool::ServeMetrics(const std::string& socket_path) {
-  CheckAlive("ServeMetrics");
-  metrics_->server.reset();
-  PINPOOL_ASSIGN_OR_RETURN(metrics_->server, internal::MetricsServer::Start(socket_path, [this] {
-                             return GetStats().ToOpenMetrics();
-                           }));
-  return absl::OkStatus();
-}
-
-void Pool::StopServingMetrics() { metrics_->server.reset(); }
 
 const PoolOptions& Pool::options() const noexcept { return options_; }
 

@@ -1,561 +1,133 @@
-// PoolStats: the figures derived from a snapshot, and its two printed forms: ToString for people
-// (the demo, pinpool-info --try) and ToJson for tools (pinpool-info --json through
-// WriteStatsJson). Neither names a figure: both walk the rows of pool/stats_fields.h, then the
-// figures domains and grant mechanisms report (Figure), so every figure is printed in both, in
-// the same order, under the same name. The JSON names are a stable interface documented in
-// docs/pinpool-info.md ("Pool stats").
-// Pure functions of the snapshot; thread-safe.
-#include "pinpool/stats.h"
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <optional>
+// Pool's reports: GetStats gathers what each part counts into the public PoolStats (the printers
+// are report/'s), and ServeMetrics puts them on a socket (report/metrics_server.h).
+// Thread safety: as Pool; GetStats takes each part's lock in turn, never two at once.
+#include <chrono>
 #include <string>
-#include <string_view>
-#include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "arena/arena.h"
+#include "heap/heap.h"
+#include "os/cgroup.h"
 #include "os/os.h"
-#include "pool/json.h"
-#include "pool/stats_fields.h"
-#include "pool/stats_json.h"
-#include "util/bytes.h"
+#include "pinpool/pool.h"
+#include "pool/arrays.h"
+#include "pool/classes.h"
+#include "pool/grants/registry.h"
+#include "pool/metrics.h"
+#include "pool/sharing/lost_chunks.h"
+#include "pool/sharing/sharing.h"
+#include "util/status_macros.h"
 
 namespace pinpool {
-
 namespace {
 
-// `part` of `whole` as a share in [0, 1]; 0 when `whole` is 0.
-double Share(std::size_t part, std::size_t whole) {
-  if (whole == 0) return 0;
-  return static_cast<double>(std::min(part, whole)) / static_cast<double>(whole);
-}
-
-std::optional<std::size_t> Headroom(const PoolStats& s, std::size_t used) {
-  return internal::os::MemlockState{.limit = s.memlock_limit, .exempt = s.memlock_exempt}.Headroom(
-      used);
+// The arena's growth, trim and placement figures as the public GrowthStats (and each chunk's
+// verified node): stats.chunks are filled already, in the arena's order. Start-up times are the
+// pool's (-1: not yet, or none).
+void FillGrowthStats(const internal::ArenaStats& a, double first_chunk, double initial_size,
+                     PoolStats& stats) {
+  stats.growth = a.growth;
+  stats.growth.seconds_to_first_chunk = first_chunk;
+  stats.growth.seconds_to_initial_size = initial_size;
+  stats.growths = a.chunks.size() + a.growth.trims;
+  for (std::size_t i = 0; i < stats.chunks.size() && i < a.placements.size(); ++i) {
+    stats.chunks[i].numa_node = a.placements[i].node;
+  }
 }
 
 }  // namespace
 
-std::string FormatBytes(std::uint64_t bytes) { return internal::FormatBytes(bytes); }
-
-std::optional<std::size_t> PoolStats::pin_headroom() const noexcept {
-  return Headroom(*this, process_pinned_bytes);
-}
-
-std::optional<std::size_t> PoolStats::lock_headroom() const noexcept {
-  return Headroom(*this, process_locked_bytes);
-}
-
-namespace {
-
-// Bytes in blocks the heap handed out: live, cached, and held for grants.
-std::size_t InBlocks(const PoolStats& s) {
-  return s.live_bytes + s.cached_bytes + s.grants.held_bytes;
-}
-
-}  // namespace
-
-double PoolStats::heap_fragmentation() const noexcept {
-  return heap_active_bytes == 0 ? 0 : 1 - Share(InBlocks(*this), heap_active_bytes);
-}
-
-std::size_t PoolStats::mapped_unused_bytes() const noexcept {
-  const std::size_t used = InBlocks(*this) + array_bytes;
-  return mapped_bytes > used ? mapped_bytes - used : 0;
-}
-
-double PoolStats::mapped_unused_fraction() const noexcept {
-  return Share(mapped_unused_bytes(), mapped_bytes);
-}
-
-namespace internal {
-
-const char* UnitName(Unit unit) {
-  switch (unit) {
-    case Unit::kBytes:
-      return "bytes";
-    case Unit::kCount:
-      return "count";
-    case Unit::kSeconds:
-      return "seconds";
-    case Unit::kRatio:
-      return "ratio";
-    case Unit::kAddress:
-      return "address";
-    case Unit::kNode:
-      return "node";
-    case Unit::kFlag:
-      return "flag";
-    case Unit::kText:
-      return "text";
+PoolStats Pool::GetStats() const {
+  CheckAlive("GetStats");
+  PoolStats stats;
+  const internal::os::MemlockState memlock = internal::os::QueryMemlock();
+  const internal::ArenaStats a = arena_->Stats();
+  stats.reserved_bytes = a.reserved_bytes;
+  stats.budget_bytes = a.max_chunks * a.chunk_size;
+  stats.mapped_bytes = a.chunks.size() * a.chunk_size;
+  stats.pinned_bytes = a.pinned_bytes;
+  stats.locked_bytes = a.locked_bytes;
+  stats.growth_failures = a.growth_failures;
+  stats.memlock_limit = memlock.limit;
+  stats.process_locked_bytes = memlock.locked;
+  stats.process_pinned_bytes = memlock.pinned;
+  stats.memlock_exempt = memlock.exempt;
+  const internal::os::MemoryCgroupState cgroup = internal::os::ReadMemoryCgroup(arena_->cgroup());
+  if (cgroup.limited) {
+    stats.cgroup_limit_bytes = cgroup.limit;
+    stats.cgroup_headroom_bytes = cgroup.Headroom().value_or(0);
   }
-  return "?";
+  for (std::size_t i = 0; i < a.chunks.size(); ++i) {
+    const ChunkInfo& c = a.chunks[i];
+    stats.chunks.push_back({.base = c.base,
+                            .size = c.size,
+                            .page_size = c.page_size,
+                            .huge_bytes = c.huge_bytes,
+                            .index = c.index,
+                            .keys = std::vector<Keys>(c.keys, c.keys + c.domain_count),
+                            .numa_node = -1,  // FillGrowthStats: from the placements
+                            .backing = a.backings[i].description,
+                            .sealed = a.backings[i].sealed});
+  }
+  FillGrowthStats(a, startup_first_chunk_, startup_initial_size_, stats);
+  for (const internal::ArenaStats::DomainCounters& d : a.domains) {
+    stats.domains.push_back({d.name, d.kind, d.pinning, d.registrations, d.registered_bytes,
+                             d.seconds, d.max_seconds, d.register_latency, d.deregister_latency});
+  }
+  stats.grants = grants_->Stats();
+  {
+    internal::MutexLock lock(&take_back_->mu);
+    stats.chunks_given_back = take_back_->chunks_given_back;
+    stats.lost_blocks = take_back_->lost_blocks;
+    stats.lost_bytes = take_back_->lost_bytes;
+  }
+  stats.lost_block_frees = take_back_->lost_block_frees.load(std::memory_order_relaxed);
+  stats.growths += stats.chunks_given_back;  // added once, gone neither by growth nor by trim
+  // Every class's heap: the default one and each named class's.
+  internal::Heap::Counts counts = heap_->GetCounts();
+  std::size_t thread_caches = heap_->ThreadCacheCount();
+  for (std::uint32_t c = 1; c < class_count_; ++c) {
+    const internal::Heap& heap = classes_->heap(c);
+    const internal::Heap::Counts more = heap.GetCounts();
+    counts.allocated += more.allocated;
+    counts.active += more.active;
+    counts.thread_cache_bytes += more.thread_cache_bytes;
+    counts.transfer_bytes += more.transfer_bytes;
+    counts.drains += more.drains;
+    thread_caches += heap.ThreadCacheCount();
+  }
+  if (classes_ != nullptr) stats.classes = classes_->Stats();
+  stats.sharing = sharing_->Stats();
+  // The heap counts every block outside its free lists: live ones, cached ones, held ones. The
+  // counts are read one after another while others allocate, so clamp rather than wrap.
+  stats.cached_bytes = counts.thread_cache_bytes + counts.transfer_bytes;
+  const std::size_t not_live = stats.cached_bytes + stats.grants.held_bytes;
+  stats.live_bytes = counts.allocated > not_live ? counts.allocated - not_live : 0;
+  stats.heap_active_bytes = counts.active;
+  stats.thread_caches = thread_caches;
+  stats.thread_cache_bytes = counts.thread_cache_bytes;
+  stats.transfer_cache_bytes = counts.transfer_bytes;
+  stats.thread_cache_limit_bytes = counts.thread_cache_limit;
+  stats.transfer_cache_limit_bytes = counts.transfer_limit;
+  stats.cache_drains = counts.drains;
+  stats.arrays = arrays_->live();
+  stats.array_bytes = arrays_->chunk_bytes();
+  stats.allocate_slow_latency = metrics_->allocate_slow.Snapshot();
+  for (std::size_t d = 0; d < stats.domains.size(); ++d) {
+    stats.domains[d].figures = arena_->domains()[d]->figures();
+  }
+  return stats;
 }
 
-const char* KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kCounter:
-      return "counter";
-    case Kind::kGauge:
-      return "gauge";
-    case Kind::kLabel:
-      return "label";
-    case Kind::kHistogram:
-      return "histogram";
-    case Kind::kGaugeHistogram:
-      return "gaugehistogram";
-  }
-  return "?";
+absl::Status Pool::ServeMetrics(const std::string& socket_path) {
+  CheckAlive("ServeMetrics");
+  metrics_->server.reset();
+  PINPOOL_ASSIGN_OR_RETURN(metrics_->server, internal::MetricsServer::Start(socket_path, [this] {
+                             return GetStats().ToOpenMetrics();
+                           }));
+  return absl::OkStatus();
 }
 
-namespace {
-
-Value Text(std::string_view text, std::string_view display = {}) {
-  Value v;
-  v.type = Value::Type::kText;
-  v.text = text;
-  v.display = display;
-  return v;
-}
-
-}  // namespace
-
-Value ToValue(PageSize page_size) { return Text(PageSizeName(page_size)); }
-Value ToValue(DomainKind kind) { return Text(DomainKindName(kind)); }
-Value ToValue(Pinning pinning) { return Text(PinningName(pinning), PinningDescription(pinning)); }
-Value ToValue(const LatencyHistogram& histogram) {
-  Value v;
-  v.type = Value::Type::kHistogram;
-  v.histogram = &histogram;
-  return v;
-}
-Value ToValue(const HeldAges& ages) {
-  Value v;
-  v.type = Value::Type::kAges;
-  v.ages = &ages;
-  return v;
-}
-
-namespace {
-
-// "n 12, mean 1.234 ms, max <= 4.096 ms" ("none" when empty).
-std::string HistogramText(const LatencyHistogram& h) {
-  if (h.count == 0) return "none";
-  std::size_t top = 0;
-  for (std::size_t i = 0; i < h.buckets.size(); ++i) top = h.buckets[i] != 0 ? i : top;
-  const Value mean = ToValue(h.sum_seconds / static_cast<double>(h.count));
-  const double bound = LatencyHistogram::UpperBound(top);
-  return absl::StrFormat(
-      "n %d, mean %s, max %s", h.count, TextOf(Unit::kSeconds, mean, {}),
-      std::isinf(bound)
-          ? absl::StrFormat(
-                "> %s", TextOf(Unit::kSeconds, ToValue(LatencyHistogram::UpperBound(top - 1)), {}))
-          : absl::StrCat("<= ", TextOf(Unit::kSeconds, ToValue(bound), {})));
-}
-
-// "2 blocks (8 KiB) <= 0.001 s, 1 (4 KiB) > 600 s" ("none" when nothing is held).
-std::string AgesText(const HeldAges& a) {
-  std::string out;
-  for (std::size_t i = 0; i < HeldAges::kBuckets; ++i) {
-    if (a.blocks[i] == 0) continue;
-    absl::StrAppendFormat(&out, "%s%d (%s) %s %g s", out.empty() ? "" : ", ", a.blocks[i],
-                          FormatBytes(a.bytes[i]), i < HeldAges::kUpperSeconds.size() ? "<=" : ">",
-                          HeldAges::kUpperSeconds[std::min(i, HeldAges::kUpperSeconds.size() - 1)]);
-  }
-  return out.empty() ? "none" : out;
-}
-
-}  // namespace
-
-Value TakenBackBy(const ChunkStats& c) {
-  if (c.backing.starts_with("file ")) {
-    return Text("file-openers",
-                "any process that can open the file; its open or truncate breaks pinpool's lease "
-                "and pinpool gives the chunk back first");
-  }
-  if (c.backing.starts_with("memfd")) {
-    return Text(c.sealed ? "fd-holders" : "fd-holders-truncate",
-                c.sealed ? "a hole punch by a holder of its descriptor (truncation sealed): "
-                           "pinpool, a forked child that kept it, a process that may ptrace "
-                           "this one (/proc/<pid>/fd)"
-                         : "a holder of its descriptor: truncate, punch a hole");
-  }
-  return Text("nobody", "nothing outside this process (pinpool never unmaps a registered chunk)");
-}
-
-// --- for people: one figure per line with its help; a list's records one per line ------------
-
-std::string TextOf(Unit unit, const Value& v, std::string_view absent) {
-  const double number = v.type == Value::Type::kDouble ? v.real
-                        : v.type == Value::Type::kInt  ? static_cast<double>(v.integer)
-                                                       : static_cast<double>(v.uint);
-  switch (v.type) {
-    case Value::Type::kNull:
-      return std::string(absent.empty() ? "-" : absent);
-    case Value::Type::kBool:
-      return v.flag ? "yes" : "no";
-    case Value::Type::kText:
-      // The prose (a domain's pinning) in brackets: it has commas of its own.
-      return v.display.empty() ? std::string(v.text) : absl::StrFormat("[%s]", v.display);
-    case Value::Type::kHistogram:
-      return HistogramText(*v.histogram);
-    case Value::Type::kAges:
-      return AgesText(*v.ages);
-    default:
-      break;
-  }
-  switch (unit) {
-    case Unit::kBytes:
-      return FormatBytes(v.uint);
-    case Unit::kSeconds:
-      return number < 1 ? absl::StrFormat("%.3f ms", number * 1e3)
-                        : absl::StrFormat("%.3f s", number);
-    case Unit::kRatio:
-      return absl::StrFormat("%.1f%%", number * 100);
-    case Unit::kAddress:
-      return absl::StrFormat("%#x", v.uint);
-    default:
-      break;
-  }
-  if (v.type == Value::Type::kInt) return absl::StrCat(v.integer);
-  if (v.type == Value::Type::kDouble) return absl::StrFormat("%g", v.real);
-  return absl::StrCat(v.uint);
-}
-
-namespace {
-
-void TextLine(std::string& out, std::string_view name, std::string_view value,
-              std::string_view help) {
-  absl::StrAppendFormat(&out, "  %-26s %-12s %s\n", name, value, help);
-}
-
-bool IsZero(const Value& v) {
-  switch (v.type) {
-    case Value::Type::kNull:
-      return true;
-    case Value::Type::kUint:
-      return v.uint == 0;
-    case Value::Type::kInt:
-      return v.integer == 0;
-    case Value::Type::kDouble:
-      return v.real == 0;
-    case Value::Type::kBool:
-      return !v.flag;
-    case Value::Type::kText:
-      return v.text.empty();
-    case Value::Type::kHistogram:
-      return v.histogram->count == 0;
-    case Value::Type::kAges: {
-      std::uint64_t n = 0;
-      for (std::uint64_t b : v.ages->blocks) n += b;
-      return n == 0;
-    }
-  }
-  return true;
-}
-
-// A section of one record: its title, then each figure on its own line. A section with nothing
-// but zeros (no grant holder yet) is one line.
-template <class S, std::size_t N>
-void TextSection(std::string& out, std::string_view title, const std::array<Field<S>, N>& fields,
-                 const S& s, const std::vector<Figure>& figures = {},
-                 const std::vector<HistogramFigure>& histograms = {}) {
-  bool zero = figures.empty() && histograms.empty();
-  for (const Field<S>& f : fields) zero = zero && IsZero(Read(f, s));
-  if (zero) {
-    absl::StrAppendFormat(&out, "%s: all zero\n", title);
-    return;
-  }
-  absl::StrAppendFormat(&out, "%s\n", title);
-  for (const Field<S>& f : fields) {
-    TextLine(out, f.name, TextOf(f.unit, Read(f, s), f.absent), f.help);
-  }
-  for (const Figure& f : figures) {
-    TextLine(out, f.name, absl::StrCat(f.value), f.help);
-  }
-  for (const HistogramFigure& h : histograms) {
-    TextLine(out, h.name, HistogramText(h.histogram), h.help);
-  }
-}
-
-// One record of a list on one line: "<noun> <first figure>: name value, name value, ...".
-template <class S, std::size_t N>
-std::string TextRecord(std::string_view noun, const std::array<Field<S>, N>& fields, const S& s) {
-  std::string out = absl::StrFormat("  %s %s:", noun,
-                                    TextOf(fields[0].unit, Read(fields[0], s), fields[0].absent));
-  for (std::size_t i = 1; i < N; ++i) {
-    absl::StrAppendFormat(&out, "%s %s %s", i == 1 ? "" : ",", fields[i].name,
-                          TextOf(fields[i].unit, Read(fields[i], s), fields[i].absent));
-  }
-  return out;
-}
-
-// --- for tools ---------------------------------------------------------------------------------
-
-// A histogram for tools: its count, its sum and its non-empty buckets as [upper bound in seconds
-// (null: unbounded), events in that bucket alone].
-void JsonHistogram(JsonWriter& json, const LatencyHistogram& h) {
-  json.BeginObject().Field("count", h.count).Field("sum_seconds", h.sum_seconds);
-  json.Key("buckets").BeginArray();
-  for (std::size_t i = 0; i < h.buckets.size(); ++i) {
-    if (h.buckets[i] == 0) continue;
-    json.BeginArray();
-    const double bound = LatencyHistogram::UpperBound(i);
-    if (std::isinf(bound)) {
-      json.Null();
-    } else {
-      json.Double(bound);
-    }
-    json.Uint(h.buckets[i]).EndArray();
-  }
-  json.EndArray().EndObject();
-}
-
-void JsonValue(JsonWriter& json, const Value& v) {
-  switch (v.type) {
-    case Value::Type::kHistogram:
-      JsonHistogram(json, *v.histogram);
-      return;
-    case Value::Type::kAges:
-      // [upper bound in seconds (null: older than the last), blocks, bytes], every bucket.
-      json.BeginArray();
-      for (std::size_t i = 0; i < HeldAges::kBuckets; ++i) {
-        json.BeginArray();
-        if (i < HeldAges::kUpperSeconds.size()) {
-          json.Double(HeldAges::kUpperSeconds[i]);
-        } else {
-          json.Null();
-        }
-        json.Uint(v.ages->blocks[i]).Uint(v.ages->bytes[i]).EndArray();
-      }
-      json.EndArray();
-      return;
-    case Value::Type::kNull:
-      json.Null();
-      return;
-    case Value::Type::kUint:
-      json.Uint(v.uint);
-      return;
-    case Value::Type::kInt:
-      json.Int(v.integer);
-      return;
-    case Value::Type::kDouble:
-      json.Double(v.real);
-      return;
-    case Value::Type::kBool:
-      json.Bool(v.flag);
-      return;
-    case Value::Type::kText:
-      json.String(v.text);
-      return;
-  }
-}
-
-template <class S, std::size_t N>
-void JsonFields(JsonWriter& json, const std::array<Field<S>, N>& fields, const S& s) {
-  for (const Field<S>& f : fields) {
-    json.Key(f.name);
-    JsonValue(json, Read(f, s));
-  }
-}
-
-void JsonFigures(JsonWriter& json, const std::vector<Figure>& figures) {
-  json.Key("figures").BeginArray();
-  for (const Figure& f : figures) {
-    json.BeginObject()
-        .Field("name", f.name)
-        .Field("value", f.value)
-        .Field("counter", f.counter)
-        .Field("help", f.help)
-        .EndObject();
-  }
-  json.EndArray();
-}
-
-// The key text of one chunk's registration with a domain of `kind`: only the keys that kind
-// uses (host domains have none), so that no zero reads like a real key.
-std::string KeysText(DomainKind kind, const Keys& k) {
-  switch (kind) {
-    case DomainKind::kHost:
-      return "(no keys)";
-    case DomainKind::kVerbs:
-      return absl::StrFormat("lkey %#x rkey %#x", ToUnderlying(k.lkey), ToUnderlying(k.rkey));
-    case DomainKind::kIoUring:
-      return absl::StrFormat("buffer %d", ToUnderlying(k.buffer_index));
-    case DomainKind::kCustom:
-      break;
-  }
-  return absl::StrFormat("lkey %#x rkey %#x buffer %d", ToUnderlying(k.lkey), ToUnderlying(k.rkey),
-                         ToUnderlying(k.buffer_index));
-}
-
-}  // namespace
-
-void WriteStatsJson(const PoolStats& s, JsonWriter& json) {
-  json.BeginObject();
-  JsonFields(json, kPoolFields, s);
-
-  json.Key("chunks").BeginArray();
-  for (const ChunkStats& c : s.chunks) {
-    json.BeginObject();
-    JsonFields(json, kChunkFields, c);
-    json.Key("registrations").BeginArray();
-    for (std::size_t d = 0; d < c.keys.size(); ++d) {
-      const Keys& k = c.keys[d];
-      const DomainKind kind = d < s.domains.size() ? s.domains[d].kind : DomainKind::kCustom;
-      const bool rdma = kind == DomainKind::kVerbs || kind == DomainKind::kCustom;
-      const bool ring = kind == DomainKind::kIoUring || kind == DomainKind::kCustom;
-      const auto key = [](bool applies, std::uint32_t v) -> std::optional<std::uint64_t> {
-        if (!applies) return std::nullopt;
-        return v;
-      };
-      json.BeginObject()
-          .Field("domain", std::uint64_t{d})
-          .Field("base", std::uint64_t{k.base})
-          .Field("length", k.length)
-          .Field("lkey", key(rdma, ToUnderlying(k.lkey)))
-          .Field("rkey", key(rdma, ToUnderlying(k.rkey)))
-          .Field("buffer_index", key(ring, ToUnderlying(k.buffer_index)))
-          .EndObject();
-    }
-    json.EndArray().EndObject();
-  }
-  json.EndArray();
-
-  json.Key("domains").BeginArray();
-  for (std::size_t i = 0; i < s.domains.size(); ++i) {
-    json.BeginObject().Field("index", std::uint64_t{i});
-    JsonFields(json, kDomainFields, s.domains[i]);
-    JsonFigures(json, s.domains[i].figures);
-    json.EndObject();
-  }
-  json.EndArray();
-
-  json.Key("grants").BeginObject();
-  JsonFields(json, kGrantFields, s.grants);
-  JsonFigures(json, s.grants.figures);
-  json.Key("histograms").BeginArray();
-  for (const HistogramFigure& h : s.grants.histograms) {
-    json.BeginObject().Field("name", h.name).Field("help", h.help).Key("histogram");
-    JsonHistogram(json, h.histogram);
-    json.EndObject();
-  }
-  json.EndArray();
-  json.EndObject();
-
-  json.Key("growth").BeginObject();
-  JsonFields(json, kGrowthFields, s.growth);
-  json.EndObject();
-
-  json.Key("classes").BeginArray();
-  for (const ClassStats& c : s.classes) {
-    json.BeginObject();
-    JsonFields(json, kClassFields, c);
-    json.EndObject();
-  }
-  json.EndArray();
-
-  json.Key("sharing").BeginObject();
-  JsonFields(json, kSharingFields, s.sharing);
-  json.EndObject();
-  json.EndObject();
-}
-
-namespace {
-
-// --- the field reference -----------------------------------------------------------------------
-
-template <class S, std::size_t N>
-void ReferenceRows(std::string& out, std::string_view prefix,
-                   const std::array<Field<S>, N>& fields) {
-  for (const Field<S>& f : fields) {
-    std::string meaning(f.help);
-    if (f.derived) meaning += " (derived)";
-    if (!f.absent.empty()) absl::StrAppendFormat(&meaning, "; null: %s", f.absent);
-    absl::StrAppendFormat(&out, "| `%s%s` | %s | %s | %s |\n", prefix, f.name, UnitName(f.unit),
-                          KindName(f.kind), meaning);
-  }
-}
-
-void ReferenceSection(std::string& out, std::string_view prefix, const Section& section,
-                      bool list) {
-  absl::StrAppendFormat(&out, "| `%s%s%s` | | | %s |\n", prefix, section.name, list ? "[]" : "",
-                        section.help);
-}
-
-}  // namespace
-
-std::string StatsFieldReference() {
-  std::string out = "| field | unit | kind | meaning |\n|---|---|---|---|\n";
-  ReferenceRows(out, "", kPoolFields);
-  ReferenceSection(out, "", kPoolSections[0], true);
-  ReferenceRows(out, "chunks[].", kChunkFields);
-  ReferenceSection(out, "chunks[].", kChunkSections[0], true);
-  ReferenceSection(out, "", kPoolSections[1], true);
-  out +=
-      "| `domains[].index` | count | label | its position: what `chunks[].registrations[].domain` "
-      "names |\n";
-  ReferenceRows(out, "domains[].", kDomainFields);
-  ReferenceSection(out, "domains[].", kDomainSections[0], true);
-  ReferenceSection(out, "", kPoolSections[2], false);
-  ReferenceRows(out, "grants.", kGrantFields);
-  ReferenceSection(out, "grants.", kGrantSections[0], true);
-  ReferenceSection(out, "grants.", kGrantSections[1], true);
-  ReferenceSection(out, "", kPoolSections[3], false);
-  ReferenceRows(out, "growth.", kGrowthFields);
-  ReferenceSection(out, "", kPoolSections[4], true);
-  ReferenceRows(out, "classes[].", kClassFields);
-  ReferenceSection(out, "", kPoolSections[5], false);
-  ReferenceRows(out, "sharing.", kSharingFields);
-  return out;
-}
-
-}  // namespace internal
-
-std::string PoolStats::ToString() const {
-  using internal::TextRecord;
-  std::string out;
-  internal::TextSection(out, "pool", internal::kPoolFields, *this);
-  absl::StrAppendFormat(&out, "chunks (%d)\n", chunks.size());
-  for (const ChunkStats& c : chunks) {
-    out += TextRecord("chunk", internal::kChunkFields, c);
-    for (std::size_t d = 0; d < c.keys.size() && d < domains.size(); ++d) {
-      absl::StrAppendFormat(&out, "; %s %s", domains[d].name,
-                            internal::KeysText(domains[d].kind, c.keys[d]));
-    }
-    out.push_back('\n');
-  }
-  absl::StrAppendFormat(&out, "domains (%d)\n", domains.size());
-  for (const DomainStats& d : domains) {
-    out += TextRecord("domain", internal::kDomainFields, d);
-    for (const Figure& f : d.figures) absl::StrAppendFormat(&out, ", %s %d", f.name, f.value);
-    out.push_back('\n');
-  }
-  internal::TextSection(out, "grants", internal::kGrantFields, grants, grants.figures,
-                        grants.histograms);
-  internal::TextSection(out, "growth", internal::kGrowthFields, growth);
-  if (!classes.empty()) {
-    absl::StrAppendFormat(&out, "classes (%d)\n", classes.size());
-    for (const ClassStats& c : classes) {
-      out += TextRecord("class", internal::kClassFields, c);
-      out.push_back('\n');
-    }
-  }
-  internal::TextSection(out, "sharing", internal::kSharingFields, sharing);
-  return out;
-}
-
-std::string PoolStats::ToOpenMetrics() const { return internal::OpenMetricsText(*this); }
-
-std::string PoolStats::ToJson() const {
-  internal::JsonWriter json;
-  internal::WriteStatsJson(*this, json);
-  return std::move(json).Take();
-}
+void Pool::StopServingMetrics() { metrics_->server.reset(); }
 
 }  // namespace pinpool

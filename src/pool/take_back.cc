@@ -1,12 +1,10 @@
-// Pool::GiveBack and the background work's lease check (pinpool/pool.h and pool/take_back.h have
-// the contract; docs/backing.md the policy). The order is what makes it safe: withdraw (the arena
-// stops carving, the chunk table sends every free of it here, new grants are refused), revoke
-// every grant on it, have the heap forget it (its live blocks are what the application lost),
-// wait until every revocation is confirmed, and only then deregister, unmap and close the file:
-// the lease is released last, so a process truncating the file waits until no device and no
-// mapping reaches its pages.
-#include "pool/take_back.h"
-
+// Pool::GiveBack and the background work's lease check (pinpool/pool.h and
+// pool/sharing/lost_chunks.h have the contract; docs/backing.md the policy). The order is what
+// makes it safe: withdraw (the arena stops carving, the chunk table sends every free of it here,
+// new grants are refused), revoke every grant on it, have the heap forget it (its live blocks are
+// what the application lost), wait until every revocation is confirmed, and only then deregister,
+// unmap and close the file: the lease is released last, so a process truncating the file waits
+// until no device and no mapping reaches its pages.
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -17,8 +15,9 @@
 #include "pinpool/grant_lock.h"
 #include "pinpool/pool.h"
 #include "pool/arrays.h"
-#include "pool/grant_registry.h"
-#include "pool/sharing.h"
+#include "pool/grants/registry.h"
+#include "pool/sharing/lost_chunks.h"
+#include "pool/sharing/sharing.h"
 #include "util/status_macros.h"
 
 namespace pinpool {
@@ -67,7 +66,7 @@ absl::Status Pool::GiveBackChunk(std::uint32_t index, const char* reason,
     if (arrays_->LoseChunk(reinterpret_cast<const void*>(base))) {
       it->second.lost.push_back({reinterpret_cast<void*>(base), arena_->chunk_size()});
     }
-    // Blocks a predecessor handed over live outside the heap (pool/sharing.h): lost too.
+    // Blocks a predecessor handed over live outside the heap (pool/sharing/sharing.h): lost too.
     for (const auto& [data, size] : sharing_->ForgetChunk(index)) {
       if (!std::binary_search(held.begin(), held.end(), data)) {
         it->second.lost.push_back({data, size});

@@ -8,7 +8,7 @@
 // read again. The test fails unless mlocked memory (the control, and the resident pool when its
 // mlock is real) moved (else compaction did nothing this run and the zeros prove nothing), and
 // fails if any page of a long-term pinned pool moved. The verbs
-// domain has the same test in the soft-RoCE guest (tests/rdma/verbs_pinning_test.cc).
+// domain has the same test in the soft-RoCE guest (tests/providers/verbs/verbs_pinning_test.cc).
 //
 // Root only (pagemap hides PFNs from others; only root compacts): CI runs as root, elsewhere the
 // test skips saying why.

@@ -1,7 +1,7 @@
 // pinpool/provider.h, as a domain writer uses it: a domain built on ChunkHandles registers with a
 // real pool (its records are what blocks carry, its counters follow the pool's chunks, foreign
 // and released keys are refused), PinRefusedError's wording, and the transfer checks every
-// engine makes before posting (bounds, overflow, the block and its domain number).
+// provider makes before posting (bounds, overflow, the block and its domain number).
 //
 // Host only, no device; one pool per test, single-threaded but for what Pool does itself.
 #include "pinpool/provider.h"

@@ -339,7 +339,7 @@ def check_guest(tool):
 # --- demo ----------------------------------------------------------------------------------------
 
 # The stats' fields as docs/pinpool-info.md lists them: its field reference is generated from the
-# stats' descriptions (src/pool/stats_fields.h; StatsFieldsTest keeps the two equal), so the demo's
+# stats' descriptions (src/report/stats_fields.h; StatsFieldsTest keeps the two equal), so the demo's
 # JSON is checked against the descriptions themselves.
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "pinpool-info.md")
 

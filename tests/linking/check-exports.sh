@@ -24,7 +24,7 @@
 #     library's own use of the standard library or Abseil, which its public headers do not
 #     need): "exports a std::/absl:: template instance";
 #   - any other symbol outside the API but its typeinfo and vtables: "exports a symbol outside
-#     its public API" (for an engine: the core's names too, e.g. Domain's vtable or an
+#     its public API" (for an provider: the core's names too, e.g. Domain's vtable or an
 #     instance of provider.h's ChunkHandles).
 # usage: check-exports.sh <library.so> [<library name for the rules>]
 #        exit 0: clean; 1: offending symbols; 2: usage/tools

@@ -2,14 +2,14 @@
 # Linking test (ctest `linking.malloc_unchanged`): installs this build tree into a fresh temporary
 # prefix, builds tests/linking/malloc_unchanged.cc against the installed pinpool the way an
 # application would (tests/linking/app: find_package + pinpool::pinpool), runs it, and runs
-# check-exports.sh on the installed libpinpool.so and engine libraries (libpinpool_<e>.so for
-# each e in PINPOOL_ENGINES) as well. Fails loudly on any error.
+# check-exports.sh on the installed libpinpool.so and provider libraries (libpinpool_<e>.so for
+# each e in PINPOOL_PROVIDERS) as well. Fails loudly on any error.
 # Needs no network; removes its temporary directory on exit (set PINPOOL_KEEP_TMP=1 to keep it).
 #
 # Environment (set by tests/linking/CMakeLists.txt):
 #   PINPOOL_BUILD_DIR   the build tree to install (already built)
 #   PINPOOL_LIBDIR      CMAKE_INSTALL_LIBDIR of that tree
-#   PINPOOL_ENGINES     the engine libraries that tree built ("ucx fabric"; empty: none)
+#   PINPOOL_PROVIDERS     the provider libraries that tree built ("ucx fabric"; empty: none)
 #   CMAKE, CMAKE_GENERATOR, CXX   tools to use (default: cmake, Ninja if present, c++)
 set -euo pipefail
 
@@ -24,11 +24,11 @@ status=0
 
 step "exported symbols of the installed libraries"
 bash "$here/check-exports.sh" "$installed_lib" || status=1
-read -r -a engines <<<"${PINPOOL_ENGINES:-}"
-for e in "${engines[@]}"; do
-  engine_lib=$prefix/$libdir/libpinpool_$e.so
-  [[ -f $engine_lib ]] || fail "not installed: $libdir/libpinpool_$e.so"
-  bash "$here/check-exports.sh" "$engine_lib" || status=1
+read -r -a providers <<<"${PINPOOL_PROVIDERS:-}"
+for e in "${providers[@]}"; do
+  provider_lib=$prefix/$libdir/libpinpool_$e.so
+  [[ -f $provider_lib ]] || fail "not installed: $libdir/libpinpool_$e.so"
+  bash "$here/check-exports.sh" "$provider_lib" || status=1
 done
 
 step "build malloc_unchanged against the installed pinpool"

@@ -243,7 +243,7 @@ TEST(ArrayTest, SlicesCutASubrangeAtItsRunsAndAreEmptyOutOfRange) {
   pool->Deallocate(std::move(*a));
 }
 
-// GrantSlices (pinpool/grant_lock.h), what both engines' GrantArray are made of: one grant call
+// GrantSlices (pinpool/grant_lock.h), what both providers' GrantArray are made of: one grant call
 // per slice in order; a failure undoes what was made and keeps its code, naming the run; an
 // empty or out-of-range subrange calls nothing.
 TEST(ArrayGrantTest, GrantSlicesGrantsEachRunOnceAndUndoesAllOnAFailure) {

@@ -15,6 +15,7 @@
 #include "pinpool/pool.h"
 #include "support/counting_domain.h"
 #include "support/fake_grant_holder.h"
+#include "support/make_pool.h"
 
 namespace pinpool {
 namespace {
@@ -24,12 +25,10 @@ using testing::CountingDomain;
 using FakeHolder = testing::FakeGrantHolder;
 
 std::unique_ptr<Pool> MakePool() {
-  PoolOptions o;
-  o.chunk_size = 2 * kMiB;
-  o.budget = 8 * kMiB;
-  o.initial_size = 2 * kMiB;
-  o.domains = {std::make_shared<CountingDomain>()};
-  return Pool::Create(o).value();
+  return testing::MakePool({.budget = 8 * kMiB,
+                            .initial_size = 2 * kMiB,
+                            .page_size = PoolOptions().page_size,
+                            .domains = {std::make_shared<CountingDomain>()}});
 }
 
 TEST(GrantLockTest, AFreedGrantedBlockIsHeldUntilItsLastGrantEnds) {

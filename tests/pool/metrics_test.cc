@@ -2,7 +2,7 @@
 // latency histograms that move when registrations, growth, trim and slow-path allocations happen
 // (and only then: fast-path allocations record nothing); the OpenMetrics text of a running pool,
 // read back through Pool::ServeMetrics's socket as pinpool-info --metrics reads it. That the
-// text parses with a real OpenMetrics parser is tests/openmetrics/'s job (Python's
+// text parses with a real OpenMetrics parser is tests/report/'s job (Python's
 // prometheus_client).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,6 +20,7 @@
 
 #include "pinpool/pool.h"
 #include "support/counting_domain.h"
+#include "support/make_pool.h"
 
 namespace pinpool {
 namespace {
@@ -30,16 +31,11 @@ using ::testing::HasSubstr;
 constexpr std::size_t kChunk = 2 * kMiB;
 
 std::unique_ptr<Pool> MakePool(std::shared_ptr<Domain> domain, std::size_t chunks = 8) {
-  PoolOptions o;
-  o.chunk_size = kChunk;
-  o.budget = chunks * kChunk;
-  o.page_size = PageSize::k4K;
-  o.populate = false;
-  o.numa_node = kNoNumaNode;
-  o.domains = {std::move(domain)};
-  absl::StatusOr<std::unique_ptr<Pool>> pool = Pool::Create(o);
-  EXPECT_TRUE(pool.ok()) << pool.status();
-  return pool.ok() ? *std::move(pool) : nullptr;
+  return testing::MakePool({.chunk_size = kChunk,
+                            .budget = chunks * kChunk,
+                            .populate = false,
+                            .numa_node = kNoNumaNode,
+                            .domains = {std::move(domain)}});
 }
 
 // The leak check a new user writes: allocate, free everything, expect nothing live. The freed

@@ -30,9 +30,11 @@
 #include "pinpool/grant_lock.h"
 #include "pinpool/io_uring.h"
 #include "pinpool/pool.h"
+#include "support/child_process.h"
 #include "support/counting_domain.h"
 #include "support/fake_grant_holder.h"
 #include "support/fixed_io.h"
+#include "support/make_pool.h"
 #include "support/proc_status.h"
 
 namespace pinpool {
@@ -81,17 +83,11 @@ bool Accessible(const void* p) {
 // long-term pin domain).
 std::unique_ptr<Pool> MakePool(BackingKind kind, std::size_t chunks, const std::string& dir = "",
                                std::vector<std::shared_ptr<Domain>> domains = {}) {
-  PoolOptions o;
-  o.domains = std::move(domains);
-  o.backing.kind = kind;
-  o.backing.directory = dir;
-  o.page_size = PageSize::k4K;
-  o.chunk_size = 2 * kMiB;
-  o.budget = 8 * kMiB;
-  o.initial_size = chunks * 2 * kMiB;
-  auto pool = Pool::Create(o);
-  EXPECT_TRUE(pool.ok()) << pool.status();
-  return pool.ok() ? std::move(*pool) : nullptr;
+  return testing::MakePool({.budget = 8 * kMiB,
+                            .initial_size = chunks * 2 * kMiB,
+                            .domains = std::move(domains),
+                            .backing = kind,
+                            .directory = dir});
 }
 
 // Blocks until every chunk has one: large blocks land in whole chunks, lowest first.
@@ -151,23 +147,21 @@ TEST(TakeBackTest, AnotherProcessTruncatingAChunkFileGetsItOnlyAfterItIsGivenBac
   int done[2];
   ASSERT_EQ(pipe(done), 0);
   const auto t0 = std::chrono::steady_clock::now();
-  const pid_t child = fork();
-  if (child == 0) {
+  testing::ChildProcess child([&] {
     const int rc = truncate(path.c_str(), 0);
     const char byte = rc == 0 ? 'y' : 'n';
     (void)!write(done[1], &byte, 1);
-    _exit(rc == 0 ? 0 : 1);
-  }
+    return rc == 0 ? 0 : 1;
+  });
   std::vector<LostChunk> lost;
   while (lost.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
     lost = pool->TakeLostChunks();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
+  const bool truncated = child.ExitsWith(0);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the truncate failed";
+  EXPECT_TRUE(truncated) << "the truncate failed";
   EXPECT_LT(seconds, 10.0) << "well within /proc/sys/fs/lease-break-time (45 s by default)";
   std::printf("the other process's truncate returned %.3f s after it started\n", seconds);
 
@@ -233,16 +227,13 @@ TEST(TakeBackTest, AMemfdChunkRefusesAnotherProcessesTruncateAndThePoolIsUntouch
     }
   }
   ASSERT_FALSE(path.empty());
-  const pid_t child = fork();
-  if (child == 0) {
+  testing::ChildProcess child([&] {
     const int fd = open(path.c_str(), O_RDWR);
     const bool refused = fd >= 0 && ftruncate(fd, 0) != 0 && errno == EPERM &&
                          truncate(path.c_str(), 0) != 0 && errno == EPERM;
-    _exit(refused ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a truncate was not refused";
+    return refused ? 0 : 1;
+  });
+  EXPECT_TRUE(child.ExitsWith(0)) << "a truncate was not refused";
   EXPECT_EQ(pool->GetStats().chunks_given_back, 0u);
   EXPECT_EQ(pool->GetStats().chunks.size(), 1u);
   EXPECT_TRUE(pool->TakeLostChunks().empty());

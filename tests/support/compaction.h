@@ -10,7 +10,8 @@
 // skipped by compaction, which would make a pass meaningless).
 //
 // CompactionRun is the whole check for gtest (tests/domain/pinning_test.cc on the host,
-// tests/rdma/verbs_pinning_test.cc in the soft-RoCE guest); the pieces below it are plain.
+// tests/providers/verbs/verbs_pinning_test.cc in the soft-RoCE guest); the pieces below it are
+// plain.
 #ifndef PINPOOL_TESTS_SUPPORT_COMPACTION_H_
 #define PINPOOL_TESTS_SUPPORT_COMPACTION_H_
 

@@ -134,8 +134,8 @@ struct DeviceInfo {
 
 // A transfer engine pinpool has an optional domain for (UCX: libpinpool_ucx; libfabric:
 // libpinpool_fabric), as this machine's installed library reports itself. Probed by loading the
-// library at run time (probe_engines.cc), so that pinpool-info itself never needs either.
-struct EngineInfo {
+// library at run time (probe_providers.cc), so that pinpool-info itself never needs either.
+struct ProviderInfo {
   std::string name;      // "ucx", "libfabric"
   std::string library;   // the shared library looked for ("libucp.so.0", "libfabric.so.1")
   bool present = false;  // it could be loaded
@@ -152,8 +152,8 @@ struct RdmaFacts {
   std::vector<DeviceInfo> devices;
   // Kernel modules of the RDMA stack: "loaded", "builtin", "available" (not loaded), "absent".
   std::map<std::string, std::string> modules;
-  std::vector<std::string> netdevs;  // network interfaces other than lo, UP ones first
-  std::vector<EngineInfo> engines;   // UCX and libfabric (ProbeEngines)
+  std::vector<std::string> netdevs;     // network interfaces other than lo, UP ones first
+  std::vector<ProviderInfo> providers;  // UCX and libfabric (ProbeProviders)
 };
 
 struct HugePagePool {
@@ -247,7 +247,7 @@ MemlockFacts ProbeMemlock();
 CgroupFacts ProbeCgroup();
 IoUringFacts ProbeIoUring();
 LongTermPinFacts ProbeLongTermPin();
-std::vector<EngineInfo> ProbeEngines();  // part of ProbeRdma
+std::vector<ProviderInfo> ProbeProviders();  // part of ProbeRdma
 Facts ProbeAll();
 
 // --- what each domain does to the pages -------------------------------------------------------

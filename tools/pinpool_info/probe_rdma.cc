@@ -350,7 +350,7 @@ RdmaFacts ProbeRdma() {
     facts.modules[name] = ModuleState(name, proc_modules, builtin, dep);
   }
   facts.netdevs = NetDevices();
-  facts.engines = ProbeEngines();
+  facts.providers = ProbeProviders();
   return facts;
 }
 

@@ -7,8 +7,8 @@
 
 #include "info.h"
 #include "pinpool/version.h"
-#include "pool/json.h"
-#include "pool/stats_json.h"
+#include "report/stats_json.h"
+#include "wire/json_writer.h"
 
 namespace pinpool::info {
 namespace {
@@ -218,8 +218,8 @@ std::string RenderJson(const Facts& f, const PoolPlan& plan, const std::vector<F
   json.Key("devices").BeginArray();
   for (const DeviceInfo& d : f.rdma.devices) WriteDevice(json, d);
   json.EndArray();
-  json.Key("engines").BeginArray();
-  for (const EngineInfo& e : f.rdma.engines) {
+  json.Key("providers").BeginArray();
+  for (const ProviderInfo& e : f.rdma.providers) {
     json.BeginObject()
         .Field("name", e.name)
         .Field("library", e.library)

@@ -209,7 +209,7 @@ std::string RenderText(const Facts& f, const PoolPlan& plan, const std::vector<F
   Line(out, 2, "kernel modules", absl::StrJoin(modules, ", "));
 
   out += "\nTransfer engines (pinpool's optional domains: libpinpool_ucx, libpinpool_fabric)\n";
-  for (const EngineInfo& e : f.rdma.engines) {
+  for (const ProviderInfo& e : f.rdma.providers) {
     std::string what = e.error;
     if (e.present) {
       what = e.library + (e.version.empty() ? "" : " " + e.version) +

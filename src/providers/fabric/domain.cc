@@ -35,8 +35,8 @@ std::atomic<unsigned> next_domain_number{0};
 // Core providers measured to keep a peer inside a registration (wrong key or out of range is
 // refused): verbs (the device checks), tcp (the target drops the access; the connection then
 // fails), sockets (an access error). shm with cross-memory attach, its default, was measured NOT
-// to check bounds (a write crossing a registration's end lands past it). docs/engines.md has the
-// measurements; tests/engines re-measure tcp, sockets and shm on every run (fabric_domain_test),
+// to check bounds (a write crossing a registration's end lands past it). docs/providers.md has the
+// measurements; tests/providers re-measure tcp, sockets and shm on every run (fabric_domain_test),
 // verbs in the guest (fabric_rdma_test).
 constexpr std::string_view kRangeEnforced[] = {"verbs", "tcp", "sockets"};
 

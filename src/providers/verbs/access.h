@@ -2,8 +2,8 @@
 // wrapped, so that Register never meets a refusal it could have predicted and the user gets
 // the reason (which capability is missing, what to change) instead of ibv_reg_mr's EINVAL.
 // Pure function; thread-safe.
-#ifndef PINPOOL_DOMAIN_VERBS_ACCESS_H_
-#define PINPOOL_DOMAIN_VERBS_ACCESS_H_
+#ifndef PINPOOL_PROVIDERS_VERBS_ACCESS_H_
+#define PINPOOL_PROVIDERS_VERBS_ACCESS_H_
 
 #include <string>
 
@@ -21,4 +21,4 @@ absl::Status CheckVerbsAccess(const VerbsAccess& access, const VerbsDeviceCaps& 
 
 }  // namespace pinpool::internal
 
-#endif  // PINPOOL_DOMAIN_VERBS_ACCESS_H_
+#endif  // PINPOOL_PROVIDERS_VERBS_ACCESS_H_

@@ -2,8 +2,8 @@
 // do (the capabilities a registration depends on).
 // Everything here runs once per domain, at Open/Wrap time, never per registration.
 // Stateless functions; thread-safe as libibverbs is.
-#ifndef PINPOOL_DOMAIN_VERBS_DEVICE_H_
-#define PINPOOL_DOMAIN_VERBS_DEVICE_H_
+#ifndef PINPOOL_PROVIDERS_VERBS_DEVICE_H_
+#define PINPOOL_PROVIDERS_VERBS_DEVICE_H_
 
 #include <infiniband/verbs.h>
 
@@ -43,4 +43,4 @@ int VerbsDeviceNumaNode(const std::string& name, const std::string& sysfs_root =
 
 }  // namespace pinpool::internal
 
-#endif  // PINPOOL_DOMAIN_VERBS_DEVICE_H_
+#endif  // PINPOOL_PROVIDERS_VERBS_DEVICE_H_

@@ -3,8 +3,8 @@
 // unprivileged process but the device's own limits for a privileged one), so these functions
 // take the situation as arguments and name the limit, the numbers and the fix.
 // Pure functions of their arguments; thread-safe.
-#ifndef PINPOOL_DOMAIN_VERBS_ERRORS_H_
-#define PINPOOL_DOMAIN_VERBS_ERRORS_H_
+#ifndef PINPOOL_PROVIDERS_VERBS_ERRORS_H_
+#define PINPOOL_PROVIDERS_VERBS_ERRORS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -39,4 +39,4 @@ absl::Status RegMrFailed(int err, const RegMrContext& context);
 
 }  // namespace pinpool::internal
 
-#endif  // PINPOOL_DOMAIN_VERBS_ERRORS_H_
+#endif  // PINPOOL_PROVIDERS_VERBS_ERRORS_H_

@@ -14,8 +14,9 @@ namespace {
 
 // Providers whose type 2 windows do NOT keep a peer inside the window's range. Matched by the
 // vendor id the device reports (rxe's is fixed in the kernel; a real NIC's is its vendor's OUI).
-// An entry is a measured defect, never a guess; tests/rdma/remote_access_test.cc re-measures
-// the rxe entry on every run and fails the day the kernel fixes it, so the table can shrink.
+// An entry is a measured defect, never a guess; tests/providers/verbs/remote_access_test.cc
+// re-measures the rxe entry on every run and fails the day the kernel fixes it, so the table can
+// shrink.
 struct KnownDefect {
   std::uint32_t vendor_id;
   const char* reason;

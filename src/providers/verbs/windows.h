@@ -12,8 +12,8 @@
 // finds the pool short, never otherwise; both are counted.
 //
 // Thread safety: WindowPool's methods may be called from any thread (one mutex).
-#ifndef PINPOOL_DOMAIN_VERBS_WINDOWS_H_
-#define PINPOOL_DOMAIN_VERBS_WINDOWS_H_
+#ifndef PINPOOL_PROVIDERS_VERBS_WINDOWS_H_
+#define PINPOOL_PROVIDERS_VERBS_WINDOWS_H_
 
 #include <infiniband/verbs.h>
 
@@ -91,4 +91,4 @@ struct VerbsDomainInternals {
 
 }  // namespace pinpool::internal
 
-#endif  // PINPOOL_DOMAIN_VERBS_WINDOWS_H_
+#endif  // PINPOOL_PROVIDERS_VERBS_WINDOWS_H_
