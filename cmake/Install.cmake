@@ -12,7 +12,7 @@
 #                                                                       pinpool_Fabric
 #
 # The library's internals (the layers' objects, also built as the static pinpool_core) are linked
-# into libpinpool.so and hidden there (hidden visibility, cmake/libpinpool.map): they are not
+# into libpinpool.so and hidden there (hidden visibility, the version script made from cmake/libpinpool.map.in): they are not
 # installed and are no dependency of consumers. Abseil is (absl::status/statusor appear in public
 # headers), and so is libibverbs (pinpool/verbs.h includes <infiniband/verbs.h>), so both the
 # CMake package and the .pc file declare them.

@@ -11,7 +11,7 @@
 # (the users' ones and the implementer's pinpool/provider.h: the Domain interface, checked chunk
 # records, GrantLock for grants), so they link with it like any domain writer's library would.
 # Built with the core's discipline: hidden visibility, PINPOOL_EXPORT on what their header
-# declares, and a version script each (cmake/libpinpool_<provider>.map), so that they export their
+# declares, and a version script each (generated from cmake/libpinpool_provider.map.in), so that they export their
 # API and nothing else (tests/linking/check-exports.sh checks them too). Installed by
 # cmake/InstallProviders.cmake as components of the CMake package and as their own .pc files.
 # Included by the top-level CMakeLists.txt after the core target exists.
@@ -26,7 +26,7 @@ set_property(CACHE PINPOOL_WITH_FABRIC PROPERTY STRINGS AUTO ON OFF)
 #                SWITCH <cache var> PREFIX <pkg-config prefix> SOURCES ...)
 # Defines pinpool_<NAME> when the module is found (or fails when the switch is ON).
 function(pinpool_provider)
-  cmake_parse_arguments(E "" "NAME;MODULE;PACKAGE;SWITCH;PREFIX" "SOURCES" ${ARGN})
+  cmake_parse_arguments(E "" "NAME;MODULE;PACKAGE;SWITCH;PREFIX" "SOURCES;EXPORTS" ${ARGN})
   set(mode "${${E_SWITCH}}")
   string(TOUPPER "${mode}" mode)
   if(mode STREQUAL "OFF")
@@ -48,8 +48,24 @@ function(pinpool_provider)
   add_library(pinpool::${E_NAME} ALIAS ${target})
   target_compile_options(${target} PRIVATE -Wall -Wextra -fno-semantic-interposition
                          $<$<BOOL:${PINPOOL_WERROR}>:-Werror>)
-  # Only what include/pinpool/<provider>.h declares with PINPOOL_EXPORT is exported.
-  set(map ${PROJECT_SOURCE_DIR}/cmake/libpinpool_${E_NAME}.map)
+  # Only what include/pinpool/<provider>.h declares with PINPOOL_EXPORT is exported, in the
+  # version node PINPOOL_<PROVIDER>_<ABI> (cmake/libpinpool_provider.map.in): the names its
+  # header declares start with the prefixes E_EXPORTS lists.
+  set(PINPOOL_PROVIDER ${E_NAME})
+  string(TOUPPER ${E_NAME} PINPOOL_PROVIDER_UPPER)
+  list(JOIN E_EXPORTS ", " PINPOOL_PROVIDER_PATTERNS)
+  set(PINPOOL_PROVIDER_MANGLED_LINES "")
+  set(PINPOOL_PROVIDER_CXX_LINES "")
+  foreach(prefix IN LISTS E_EXPORTS)
+    string(APPEND PINPOOL_PROVIDER_MANGLED_LINES
+           "    _ZT[VIS]N7pinpool${PINPOOL_ABI_MANGLED}[0-9]${prefix}*;\n"
+           "    _ZT[VIS]N7pinpool${PINPOOL_ABI_MANGLED}[0-9][0-9]${prefix}*;\n")
+    string(APPEND PINPOOL_PROVIDER_CXX_LINES "      pinpool::${PINPOOL_ABI_NAMESPACE}::${prefix}*;\n")
+  endforeach()
+  string(REGEX REPLACE "\n$" "" PINPOOL_PROVIDER_MANGLED_LINES "${PINPOOL_PROVIDER_MANGLED_LINES}")
+  string(REGEX REPLACE "\n$" "" PINPOOL_PROVIDER_CXX_LINES "${PINPOOL_PROVIDER_CXX_LINES}")
+  set(map ${PROJECT_BINARY_DIR}/libpinpool_${E_NAME}.map)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/libpinpool_provider.map.in ${map} @ONLY)
   set_target_properties(${target} PROPERTIES
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
@@ -68,9 +84,11 @@ function(pinpool_provider)
 endfunction()
 
 pinpool_provider(NAME ucx MODULE ucx PACKAGE libucx-dev SWITCH PINPOOL_WITH_UCX PREFIX PINPOOL_UCX
+  EXPORTS Ucx ToUcxPeerBlock
   SOURCES ${PROJECT_SOURCE_DIR}/src/providers/ucx/domain.cc
           ${PROJECT_SOURCE_DIR}/src/providers/ucx/transfer.cc)
 pinpool_provider(NAME fabric MODULE libfabric PACKAGE libfabric-dev SWITCH PINPOOL_WITH_FABRIC PREFIX PINPOOL_FABRIC
+  EXPORTS Fabric ToFabricRemote DescribeGrants
   SOURCES ${PROJECT_SOURCE_DIR}/src/providers/fabric/domain.cc
           ${PROJECT_SOURCE_DIR}/src/providers/fabric/transfer.cc
           ${PROJECT_SOURCE_DIR}/src/providers/fabric/remote_access.cc)

@@ -19,7 +19,7 @@ build_packages=(
 test_packages=(
   build-essential git librdmacm-dev rdma-core ibverbs-utils
   libjemalloc-dev libgtest-dev libgmock-dev libbenchmark-dev
-  util-linux valgrind python3-prometheus-client
+  util-linux valgrind gdb python3-prometheus-client
   clang-14 libclang-rt-14-dev python3
   libmimalloc-dev libgoogle-perftools-dev libucx-dev libfabric-dev perftest gnuplot-nox
 )

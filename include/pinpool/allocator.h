@@ -41,10 +41,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "pinpool/abi.h"
 #include "pinpool/block.h"
 #include "pinpool/pool.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 template <typename T>
 class Allocator {
@@ -110,6 +112,7 @@ template <typename CharT, typename Traits = std::char_traits<CharT>>
 using basic_string = std::basic_string<CharT, Traits, Allocator<CharT>>;
 using string = basic_string<char>;
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_ALLOCATOR_H_

@@ -36,6 +36,7 @@
 #include <span>
 #include <vector>
 
+#include "pinpool/abi.h"
 #include "pinpool/block.h"
 #include "pinpool/keys.h"
 
@@ -44,6 +45,8 @@ namespace pinpool {
 namespace internal {
 class PoolArrays;
 }  // namespace internal
+
+PINPOOL_ABI_BEGIN
 
 class Pool;
 
@@ -153,6 +156,7 @@ class Array {
   bool in_block_ = false;
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_ARRAY_H_

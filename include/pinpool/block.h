@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <span>
 
+#include "pinpool/abi.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 // An address inside one of a pool's chunks and that chunk's keys. What Pool::Lookup returns for
 // any interior pointer.
@@ -64,6 +66,7 @@ class Block : public Location {
   std::size_t size_ = 0;
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_BLOCK_H_

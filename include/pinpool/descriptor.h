@@ -43,12 +43,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pinpool/abi.h"
 #include "pinpool/array.h"
 #include "pinpool/block.h"
 #include "pinpool/export.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 inline constexpr std::uint16_t kDescriptorVersion = 1;
 inline constexpr std::size_t kDescriptorHeaderBytes = 40;
@@ -145,6 +147,7 @@ class PINPOOL_EXPORT Descriptor {
   std::vector<DescriptorRun> runs_;
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_DESCRIPTOR_H_

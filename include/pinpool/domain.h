@@ -27,11 +27,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "pinpool/abi.h"
 #include "pinpool/export.h"
 #include "pinpool/keys.h"
 #include "pinpool/stats.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 class PINPOOL_EXPORT Domain {
  public:
@@ -76,6 +78,7 @@ PINPOOL_EXPORT absl::StatusOr<std::shared_ptr<Domain>> MakeLongTermPinDomain();
 // name "mlock (resident, not pinned)".
 PINPOOL_EXPORT std::shared_ptr<Domain> MakeResidentNotPinnedDomain();
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_DOMAIN_H_

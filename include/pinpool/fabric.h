@@ -61,6 +61,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pinpool/abi.h"
 #include "pinpool/array.h"
 #include "pinpool/block.h"
 #include "pinpool/domain.h"
@@ -70,6 +71,7 @@
 #include "pinpool/verbs.h"  // RemoteRights
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 struct FabricDomainOptions {
   // DANGER, for trusted peers only: remote rights on each chunk's own registration, so that
@@ -316,6 +318,7 @@ PINPOOL_EXPORT absl::Status FabricReadSync(fid_ep* ep, fid_cq* cq, const Block& 
 // A libfabric return code (negative) as an absl::Status: "what: fi_strerror(...)".
 PINPOOL_EXPORT absl::Status FabricError(int ret, const std::string& what);
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_FABRIC_H_

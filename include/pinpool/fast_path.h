@@ -14,18 +14,12 @@
 // inline free charges and the inline allocation credits only above kMaxUncreditedSize) and
 // bins, the class table's shape (32-byte rows, row 0 the page map's "no block here"), the free
 // mark (secret ^ address, where MarkOf says), the page map's entry encoding (internal::PageMap)
-// and the Pool members the inline code reads (pinpool/pool.h). The namespace carries a version: any
-// change to any of them renames it (v1 had per-chunk page map arrays and another class table;
-// v2 tested a chunk table for granted blocks instead of the page map entry's grant tag; v3's
-// Pool kept the range's size in 16-byte units and the page map's own address; v4 read a
-// cache's `drain` word instead of a drainer's mark on slot 0; v5's size table held class
-// indexes where v6's holds row offsets; v6's pop gave every block's bytes back to the room; v7
-// kept every mark in the block's first word; v8's entries held the row in bits 5-11 and the
-// span offset in the top 16, its bins no mark hash, its size table was indexed by size + 15),
-// so a program built against other headers fails to load (an undefined symbol: tls_slots or
-// classes) instead of reading a layout it does not know. The class table's contents
-// (which sizes map to which class) are the library's: programs read them from libpinpool.so's
-// exported `classes`, so a new library may change them without a rebuild.
+// and the pool members the inline code reads (PoolHead). It is versioned as a whole by
+// pinpool/abi.h: a change to any of it is a bump of PINPOOL_ABI_VERSION (docs/abi.md tells each
+// earlier layout and why it changed), and tests/abi/ fails a layout that changes without one.
+// The class table's contents (which sizes map to which class) are the library's: programs read
+// them from libpinpool.so's exported `classes`, so a new library may change them without a
+// rebuild.
 //
 // Thread safety: the slots are this thread's, but for the drain handshake with other threads
 // (src/heap/heap.h): the owner sets slot 0's cache's `busy` around every touch of its bins and
@@ -39,13 +33,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pinpool/abi.h"
 #include "pinpool/export.h"
 
 // The fast path is forced inline: a compiler weighing it against a loop body may otherwise keep
 // a copy out of line, and the call it then makes is what the path exists to avoid.
 #define PINPOOL_FAST_INLINE inline __attribute__((always_inline))
 
-namespace pinpool::fast_v9 {
+namespace pinpool {
+PINPOOL_ABI_BEGIN
+namespace fast {
 
 inline constexpr unsigned kNumClasses = 100;
 // Sizes the inline path serves; larger ones call the library (their cost is not the call).
@@ -85,6 +82,29 @@ struct CacheHead {
   // shortfall flush anything.
   std::atomic<std::intptr_t> room{0};
   Bin bins[kNumClasses];
+};
+
+// The Pool members the inline paths read (pinpool/pool.h), as one struct: Pool's first member,
+// aligned to a cache line so that a pair of allocate and free reads one line of the Pool. Copies
+// of the default heap's id, free-mark secret and page map, and of the arena's chunk map, made
+// when the pool is built: the fast path reads them here instead of chasing into the heap and the
+// arena. Written before the pool is handed out and by its destructor only.
+struct alignas(64) PoolHead {
+  std::uint64_t heap_id = 0;      // the default class's heap
+  std::uint64_t secret = 0;       // FreeMark's secret
+  std::uintptr_t range_base = 0;  // the pool's reserved range, a multiple of the chunk size
+  std::size_t range_size = 0;     // its bytes
+  std::size_t max_block = 0;      // Pool::max_block_size()
+  // The arena's chunk records (by chunk) and the default heap's page map (by page), as origins:
+  // where element 0 would lie if the range began at address 0 (Pool::OriginOf).
+  std::uintptr_t chunk_records_origin = 0;
+  std::uintptr_t page_map_origin = 0;
+  const std::atomic<std::uintptr_t>* chunk_table = nullptr;  // the arena's, by chunk
+  // The named classes' heap ids, class order (class 0 is the default heap: &heap_id itself when
+  // there are no named classes), and how many.
+  const std::uint64_t* class_heap_ids = nullptr;
+  std::uint32_t class_count = 1;
+  std::uint32_t chunk_shift = 0;  // log2 of the chunk size
 };
 
 // This thread's most recently used (pool, cache) pairs; the inline path reads slot 0 only.
@@ -179,7 +199,7 @@ inline constexpr std::uint64_t kMarkHash = 0x9e3779b97f4a7c15;  // 2^64 / the go
 // missed on the mark at every free; spread over the page's 64 lines, they stay cached. A free
 // pays 4 instructions for it (the row's word, a multiplication, a shift, the address), an
 // allocation above kMaxUncreditedSize 3 (the bin's copy of the word, a multiplication, a shift)
-// (docs/instruction-counts.md, fast_v8 and fast_v9).
+// (docs/instruction-counts.md, fast_v8 and fast).
 PINPOOL_FAST_INLINE MarkWord* MarkOf(void* p, std::uint64_t hash) noexcept {
   return static_cast<MarkWord*>(p) + ((reinterpret_cast<std::uintptr_t>(p) * hash) >> 55);
 }
@@ -331,6 +351,8 @@ PINPOOL_FAST_INLINE bool TryFree(std::uint64_t id, std::uint64_t secret, const P
   return TryPush<false>(id, secret, slot, p, size);
 }
 
-}  // namespace pinpool::fast_v9
+}  // namespace fast
+PINPOOL_ABI_END
+}  // namespace pinpool
 
 #endif  // PINPOOL_FAST_PATH_H_

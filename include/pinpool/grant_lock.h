@@ -27,6 +27,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "pinpool/abi.h"
 #include "pinpool/array.h"
 #include "pinpool/block.h"
 #include "pinpool/export.h"
@@ -34,12 +35,14 @@
 
 namespace pinpool {
 
-class GrantLock;
-class Pool;
-
 namespace internal {
 class GrantRegistry;
 }  // namespace internal
+
+PINPOOL_ABI_BEGIN
+
+class GrantLock;
+class Pool;
 
 // A remote-access mechanism holding grants on a pool's blocks.
 class PINPOOL_EXPORT GrantHolder {
@@ -112,6 +115,7 @@ PINPOOL_EXPORT absl::Status GrantSlices(const Array& array, std::size_t first, s
                                         absl::FunctionRef<absl::Status(const ArraySlice&)> grant,
                                         absl::FunctionRef<void()> undo);
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_GRANT_LOCK_H_

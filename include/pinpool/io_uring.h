@@ -23,12 +23,14 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "pinpool/abi.h"
 #include "pinpool/domain.h"
 #include "pinpool/export.h"
 
 struct io_uring;  // liburing's ring
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 struct IoUringDomainOptions {
   // Slots pinpool may use: [first_slot, first_slot + slots). Each chunk of each pool using the
@@ -64,6 +66,7 @@ class PINPOOL_EXPORT IoUringDomain : public Domain {
   virtual std::uint32_t slots_in_use() const = 0;
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_IO_URING_H_

@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "pinpool/abi.h"
 #include "pinpool/page_size.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 // Local key of an RDMA memory region: goes into ibv_sge::lkey.
 enum class LKey : std::uint32_t {};
@@ -109,6 +111,7 @@ struct ChunkInfo {
   Keys keys[kMaxDomains];  // keys[d] is domain d's registration (pool option order)
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_KEYS_H_

@@ -17,10 +17,12 @@
 #include <cstddef>
 #include <memory_resource>
 
+#include "pinpool/abi.h"
 #include "pinpool/export.h"
 #include "pinpool/pool.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 class PINPOOL_EXPORT MemoryResource : public std::pmr::memory_resource {
  public:
@@ -38,6 +40,7 @@ class PINPOOL_EXPORT MemoryResource : public std::pmr::memory_resource {
   Pool* pool_;
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_MEMORY_RESOURCE_H_

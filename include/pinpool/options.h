@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "pinpool/abi.h"
 #include "pinpool/domain.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 inline constexpr std::size_t kKiB = std::size_t{1} << 10;
 inline constexpr std::size_t kMiB = std::size_t{1} << 20;
@@ -164,6 +166,7 @@ struct PoolOptions {
   std::vector<BufferClass> classes;
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_OPTIONS_H_

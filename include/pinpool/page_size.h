@@ -7,7 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pinpool/abi.h"
+
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 // Page sizes, largest first. As a policy: the largest size to try. As a report: what was obtained.
 enum class PageSize : std::uint8_t {
@@ -45,6 +48,7 @@ constexpr const char* PageSizeName(PageSize p) noexcept {
   return "?";
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_PAGE_SIZE_H_

@@ -42,6 +42,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pinpool/abi.h"
 #include "pinpool/array.h"
 #include "pinpool/block.h"
 #include "pinpool/export.h"
@@ -63,9 +64,10 @@ struct PoolMetrics;
 class PoolArrays;
 class PoolClasses;
 class Sharing;
-struct Handover;
 struct TakeBack;
 }  // namespace internal
+
+PINPOOL_ABI_BEGIN
 
 class GrantLock;
 
@@ -117,8 +119,8 @@ class PINPOOL_EXPORT Pool {
   }
   // The same with alignof(std::max_align_t) (16).
   PINPOOL_FAST_INLINE Block Allocate(std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v9::kMaxFastSize, 1)) {
-      if (void* p = fast_v9::TryPop(heap_id_, size)) return Block(p, size, BlockChunk(p));
+    if (__builtin_expect(size - 1 < fast::kMaxFastSize, 1)) {
+      if (void* p = fast::TryPop(head_.heap_id, size)) return Block(p, size, BlockChunk(p));
     }
     return AllocateSlow(size, 16);
   }
@@ -130,8 +132,8 @@ class PINPOOL_EXPORT Pool {
   // switches classes finds its cache of the class in a short per-thread list (a call).
   // `cls` must come from this pool's ClassOf (else this aborts naming it).
   PINPOOL_FAST_INLINE Block Allocate(ClassId cls, std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v9::kMaxFastSize && cls.index < class_count_, 1)) {
-      if (void* p = fast_v9::TryPop(class_heap_ids_[cls.index], size)) {
+    if (__builtin_expect(size - 1 < fast::kMaxFastSize && cls.index < head_.class_count, 1)) {
+      if (void* p = fast::TryPop(head_.class_heap_ids[cls.index], size)) {
         return Block(p, size, BlockChunk(p));
       }
     }
@@ -159,7 +161,7 @@ class PINPOOL_EXPORT Pool {
   // Frees by address and the size it was allocated (or last reallocated) with: as fast as
   // freeing the Block. Null is ignored; size 0 means unknown (as the next overload).
   PINPOOL_FAST_INLINE void Deallocate(void* data, std::size_t size) noexcept {
-    data = fast_v9::Launder(data);
+    data = fast::Launder(data);
     if (!TryFreeFast(data, size)) DeallocateSlow(data, size);
   }
   // Frees by address alone (C-style): checked as closely as the sized free, and as fast but for
@@ -262,7 +264,14 @@ class PINPOOL_EXPORT Pool {
   // could open (or when PoolStats::chunks_given_back moves).
   std::vector<LostChunk> TakeLostChunks();
 
-  PoolStats GetStats() const;
+  // A snapshot of the pool's figures (pinpool/stats.h). Inline, so that the PoolStats is the
+  // caller's: FillStats fills the members the caller knows (PoolStats::struct_size) and no more.
+  PoolStats GetStats() const {
+    PoolStats stats;
+    FillStats(stats);
+    return stats;
+  }
+  void FillStats(PoolStats& stats) const;
   // Serves the pool's metrics to other processes: a Unix socket at `socket_path` (mode 0600,
   // removed when serving stops) answers each connection with GetStats().ToOpenMetrics() and
   // closes it; `pinpool-info --metrics PATH` reads it. Off unless called; one socket per pool
@@ -332,23 +341,23 @@ class PINPOOL_EXPORT Pool {
   std::size_t max_block_size() const noexcept;
 
  private:
-  friend class GrantLock;  // the public face of grants_ (pinpool/grant_lock.h)
-  // The same for grants made by the optional provider libraries (libpinpool_fabric).
-
+  friend class GrantLock;        // the public face of grants_ (pinpool/grant_lock.h)
   friend struct internal::CApi;  // the C API's pinpool_malloc (c_api.cc)
 
-  PINPOOL_NO_EXPORT Pool(std::unique_ptr<internal::Arena> arena,
-                         std::unique_ptr<internal::Heap> heap);
+  // Create and Adopt over one build step (pool/build.cc): the options checked, every ceiling
+  // checked, the parts made; nothing mapped yet. MapStartup then maps what Create maps itself.
+  PINPOOL_NO_EXPORT static absl::StatusOr<std::unique_ptr<Pool>> Build(PoolOptions options,
+                                                                       const PoolId& id);
+  PINPOOL_NO_EXPORT Pool(PoolOptions options, std::unique_ptr<internal::Arena> arena,
+                         std::unique_ptr<internal::PoolClasses> classes,
+                         std::unique_ptr<internal::Heap> heap, const PoolId& id);
+  PINPOOL_NO_EXPORT absl::Status MapStartup(std::chrono::steady_clock::time_point start);
   // What the inline paths call for everything else (exported: programs call them).
   Block AllocateSlow(std::size_t size, std::size_t alignment) noexcept;
   void DeallocateSlow(void* data, std::size_t size) noexcept;
   Block AllocateInClass(ClassId cls, std::size_t size, std::size_t alignment) noexcept;
   // The heap whose block p (in a mapped chunk) is: its chunk's class's.
   PINPOOL_NO_EXPORT internal::Heap& HeapOf(const void* p) const noexcept;
-  PINPOOL_NO_EXPORT void AttachClasses(std::unique_ptr<internal::PoolClasses> classes);
-  // Create, and Adopt with the chunks it received (null: none).
-  PINPOOL_NO_EXPORT static absl::StatusOr<std::unique_ptr<Pool>> CreateWith(
-      PoolOptions options, internal::Handover* handover);
   // A block of an adopted chunk the application still holds (pool/sharing/sharing.h): the slow
   // paths ask before the heap, which never had it.
   PINPOOL_NO_EXPORT bool Reclaimed(const void* p, std::size_t* size = nullptr) const noexcept;
@@ -356,17 +365,17 @@ class PINPOOL_EXPORT Pool {
   // The ChunkInfo of p, any address in a mapped chunk of this pool: the chunk table entry
   // without its tag bit.
   PINPOOL_FAST_INLINE const ChunkInfo* ChunkAt(const void* p) const noexcept {
-    const std::uintptr_t entry =
-        chunk_table_[(reinterpret_cast<std::uintptr_t>(p) - range_base_) >> chunk_shift_].load(
-            std::memory_order_acquire);
+    const std::uintptr_t index =
+        (reinterpret_cast<std::uintptr_t>(p) - head_.range_base) >> head_.chunk_shift;
+    const std::uintptr_t entry = head_.chunk_table[index].load(std::memory_order_acquire);
     return reinterpret_cast<const ChunkInfo*>(entry & ~std::uintptr_t{1});
   }
   // The same for p, a block this thread was just handed: a plain load from the arena's records
   // (written when the chunk was published, which the block's own path through the heap's locks
   // orders before this read), so a caller that drops the Block's chunk drops the load too.
   PINPOOL_FAST_INLINE const ChunkInfo* BlockChunk(const void* p) const noexcept {
-    return AtAddress<const ChunkInfo*>(chunk_records_origin_, reinterpret_cast<std::uintptr_t>(p),
-                                       chunk_shift_);
+    return AtAddress<const ChunkInfo*>(head_.chunk_records_origin,
+                                       reinterpret_cast<std::uintptr_t>(p), head_.chunk_shift);
   }
   // An array with one element per 2^shift bytes of the range, kept as its origin: where its
   // element 0 would lie if the range began at address 0 (an integer: it lies outside the array;
@@ -395,15 +404,18 @@ class PINPOOL_EXPORT Pool {
   // waits for one shift of p.
   PINPOOL_FAST_INLINE bool TryFreeFast(void* data, std::size_t size) noexcept {
     const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(data);
-    if (__builtin_expect(a - range_base_ >= range_size_, 0)) return false;
-    return fast_v9::TryFree(heap_id_, secret_,
-                            AtAddress<fast_v9::PageEntry>(page_map_origin_, a, fast_v9::kPageShift),
-                            data, size);
+    if (__builtin_expect(a - head_.range_base >= head_.range_size, 0)) return false;
+    return fast::TryFree(head_.heap_id, head_.secret,
+                         AtAddress<fast::PageEntry>(head_.page_map_origin, a, fast::kPageShift),
+                         data, size);
   }
   // GiveBack of chunk `index` (pool/take_back.cc), and the background work's lease check.
   PINPOOL_NO_EXPORT absl::Status GiveBackChunk(std::uint32_t index, const char* reason,
                                                std::chrono::nanoseconds timeout);
   PINPOOL_NO_EXPORT void TakeBackBrokenLeases();
+  // GetStats without the liveness check: for the metrics server's thread, which the destructor
+  // stops after the pool is marked dead (pool/stats.cc).
+  PINPOOL_NO_EXPORT PoolStats CollectStats() const;
   // Aborts, naming `what`, if the pool has been destroyed (and its memory not yet reused).
   PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
   // The background thread (low watermark, trim policy), as the options ask (pool/growth.cc).
@@ -415,48 +427,34 @@ class PINPOOL_EXPORT Pool {
   static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
   static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"
 
-  // Destroyed in reverse order: each one uses only those declared before it.
-  std::unique_ptr<internal::Arena> arena_;
-  std::unique_ptr<internal::Heap> heap_;
-  std::unique_ptr<internal::GrantRegistry> grants_;
-  std::unique_ptr<internal::BackgroundWork> background_;  // null when the options ask for none
-  // Copies of the heap's id, free-mark secret and page map and of the arena's chunk map, so the
-  // fast path reads one cache line of the Pool instead of chasing into the Heap and the Arena.
-  // The destructor sets heap_id_ to a dead id and range_size_ and max_block_ to 0, so that a
-  // call through a dangling pointer takes the slow path, which checks alive_.
-  std::uint64_t heap_id_ = 0;
-  std::uint64_t secret_ = 0;
-  std::uintptr_t range_base_ = 0;
-  std::size_t range_size_ = 0;  // bytes
-  std::size_t max_block_ = 0;
-  unsigned chunk_shift_ = 0;
-  const std::atomic<std::uintptr_t>* chunk_table_ = nullptr;
-  // The arena's chunk records (by chunk) and the default heap's page map (by page), as origins
-  // (OriginOf).
-  std::uintptr_t chunk_records_origin_ = 0;
-  std::uintptr_t page_map_origin_ = 0;
+  // First, in one line of the Pool: what the inline paths read (fast::PoolHead). The
+  // destructor poisons it (a dead heap id, an empty range, no classes) so that a call through a
+  // dangling pointer takes the slow path, which checks alive_.
+  fast::PoolHead head_;
   std::uint64_t alive_ = kAlive;
   PoolOptions options_;  // as created with, the default domain filled in
   // Seconds from Create's start to its first chunk and to all of initial_size; -1 when it mapped
   // none, or not yet (the background start-up writes the second).
   double startup_first_chunk_ = -1;
   std::atomic<double> startup_initial_size_{-1};
-  // Last, away from the fast path's line: the slow path's histogram and the metrics socket.
-  std::unique_ptr<internal::PoolMetrics> metrics_;
-  // The named buffer classes (their heaps, the chunk ledger); null when there are none. The
-  // inline class path reads the heap ids: class_heap_ids_[0] is the default heap's (heap_id_
-  // itself when there are no named classes).
+  // The parts, each using only those declared before it, so that destruction (in reverse) takes
+  // each down while what it uses still stands: the chunks; the named classes' ledger and heaps
+  // (null without named classes), whose ledger the default heap takes chunks from; the default
+  // heap; the grant registry, which tags pages in the heaps; arrays, over the arena, the ledger
+  // and the registry; sharing and what was given back; the metrics (the server's thread reads
+  // every part's figures); the background work last, whose thread uses all of them.
+  std::unique_ptr<internal::Arena> arena_;
   std::unique_ptr<internal::PoolClasses> classes_;
-  // Sharing and handover: the pool's id, attached processes, the blocks it adopted.
-  std::unique_ptr<internal::Sharing> sharing_;
-  const std::uint64_t* class_heap_ids_ = &heap_id_;
-  std::uint32_t class_count_ = 1;
-  // Chunks being given back, and what the application is told (pool/sharing/lost_chunks.h).
-  std::unique_ptr<internal::TakeBack> take_back_;
-  // Arrays (pool/arrays.h): made once the classes are attached, whose ledger they use.
+  std::unique_ptr<internal::Heap> heap_;
+  std::unique_ptr<internal::GrantRegistry> grants_;
   std::unique_ptr<internal::PoolArrays> arrays_;
+  std::unique_ptr<internal::Sharing> sharing_;
+  std::unique_ptr<internal::TakeBack> take_back_;
+  std::unique_ptr<internal::PoolMetrics> metrics_;
+  std::unique_ptr<internal::BackgroundWork> background_;  // null when the options ask for none
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_POOL_H_

@@ -38,6 +38,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "pinpool/abi.h"
 #include "pinpool/block.h"
 #include "pinpool/domain.h"
 #include "pinpool/export.h"
@@ -46,6 +47,7 @@
 #include "pinpool/stats.h"  // FormatBytes
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 // The error for a registration whose pin the kernel refused (`err`: ENOMEM or EAGAIN from the
 // call `what`, e.g. "ibv_reg_mr", for `bytes` bytes), in the words pinpool's own domains use:
@@ -167,6 +169,7 @@ class ChunkHandles {
   std::atomic<std::uint64_t> failed_{0};
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_PROVIDER_H_

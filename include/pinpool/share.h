@@ -28,9 +28,11 @@
 #include <span>
 
 #include "absl/status/statusor.h"
+#include "pinpool/abi.h"
 #include "pinpool/export.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 // A block of a shared pool, named the same way in every process that maps its chunks and across
 // a handover: the chunk's index in the pool, the block's offset in that chunk, and its size.
@@ -77,6 +79,7 @@ class PINPOOL_EXPORT Attachment {
   std::unique_ptr<Impl> impl_;
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_SHARE_H_

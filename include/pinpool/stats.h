@@ -29,10 +29,12 @@
 #include <string_view>
 #include <vector>
 
+#include "pinpool/abi.h"
 #include "pinpool/export.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 // A figure reported at run time by whoever owns it (a domain, a grant mechanism), printed as it
 // comes. `name` is stable snake_case with its unit as a suffix where it has one ("_bytes",
@@ -190,7 +192,15 @@ struct SharingStats {
   std::size_t reclaimed_live_bytes = 0;
 };
 
+// PoolStats grows within an ABI version (docs/abi.md): new members are added at its end, never
+// between, and the sections it holds (ChunkStats, DomainStats, GrantStats...) keep their layout
+// (their `figures` lists take what else a domain or mechanism reports). A program compiled
+// against a smaller PoolStats gets the members it knows: the library writes and reads none past
+// struct_size.
 struct PINPOOL_EXPORT PoolStats {
+  // This struct's size as the program that made it was compiled: set by the constructor, kept
+  // by copies. Leave it alone.
+  std::uint32_t struct_size = sizeof(PoolStats);
   std::size_t reserved_bytes = 0;  // virtual address range set aside (no memory behind it)
   std::size_t mapped_bytes = 0;    // chunks mapped
   // Chunks long-term pinned by at least one domain (Pinning::kLongTerm): physical addresses
@@ -282,6 +292,7 @@ struct PINPOOL_EXPORT PoolStats {
 inline constexpr std::string_view kOpenMetricsContentType =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_STATS_H_

@@ -16,7 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "pinpool/abi.h"
+
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 struct LostBlock {
   void* data = nullptr;  // the block's address, as Allocate returned it
@@ -31,6 +34,7 @@ struct LostChunk {
   std::vector<LostBlock> blocks;  // by address
 };
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_TAKE_BACK_H_

@@ -53,12 +53,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pinpool/abi.h"
 #include "pinpool/block.h"
 #include "pinpool/domain.h"
 #include "pinpool/export.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 struct UcxDomainOptions {
   // DANGER, for trusted peers only: pack each chunk's rkey when it is mapped, so that blocks can
@@ -217,6 +219,7 @@ PINPOOL_EXPORT absl::Status UcxFlush(ucp_worker_h worker, ucp_ep_h ep);
 // A UCX status as an absl::Status ("what: <UCX's text>"), with a code a caller can act on.
 PINPOOL_EXPORT absl::Status UcxError(ucs_status_t status, const std::string& what);
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_UCX_H_

@@ -28,12 +28,20 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "pinpool/abi.h"
 #include "pinpool/block.h"
 #include "pinpool/domain.h"
 #include "pinpool/export.h"
 #include "pinpool/keys.h"
 
 namespace pinpool {
+
+namespace internal {
+class WindowPool;
+struct VerbsDomainInternals;
+}  // namespace internal
+
+PINPOOL_ABI_BEGIN
 
 // Remote operations a peer may perform on memory: RDMA READ, RDMA WRITE, atomics (compare-and-
 // swap, fetch-and-add). Used for per-block grants (pinpool/verbs_remote_access.h) and, for trusted
@@ -92,11 +100,6 @@ struct VerbsOptions {
   std::string device = {};
   VerbsAccess access = {};
 };
-
-namespace internal {
-class WindowPool;
-struct VerbsDomainInternals;
-}  // namespace internal
 
 // The figures a VerbsDomain reports in PoolStats::domains[i].figures (read one with FigureValue).
 struct VerbsDomainFigures {
@@ -247,6 +250,7 @@ constexpr const char* ForkModeName(ForkMode mode) noexcept {
   return "?";
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_VERBS_H_

@@ -69,6 +69,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pinpool/abi.h"
 #include "pinpool/array.h"
 #include "pinpool/block.h"
 #include "pinpool/export.h"
@@ -76,6 +77,7 @@
 #include "pinpool/verbs.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 enum class GrantMechanism : std::uint8_t {
   kAuto,    // kWindow where the device enforces window bounds, else kRegion
@@ -227,6 +229,7 @@ class PINPOOL_EXPORT VerbsRemoteAccess {
 PINPOOL_EXPORT absl::StatusOr<std::vector<std::byte>> DescribeGrants(
     const Array& array, std::span<const RemoteGrant> grants);
 
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 #endif  // PINPOOL_VERBS_REMOTE_ACCESS_H_

@@ -30,6 +30,7 @@
 #include "util/bytes.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 namespace {
 
 static_assert(PINPOOL_PAGE_1G == static_cast<int>(PageSize::k1G));
@@ -140,6 +141,7 @@ void* Allocate(Pool* pool, std::size_t size, std::size_t alignment) noexcept {
 
 }  // namespace
 
+PINPOOL_ABI_END
 namespace internal {
 
 // pinpool_malloc: Pool's inline fast path without building a Block (a C caller wants the pointer
@@ -147,8 +149,8 @@ namespace internal {
 // Pool::Deallocate itself.
 struct CApi {
   PINPOOL_FAST_INLINE static void* Malloc(Pool* pool, std::size_t size) noexcept {
-    if (__builtin_expect(size - 1 < fast_v9::kMaxFastSize, 1)) {
-      if (void* p = fast_v9::TryPop(pool->heap_id_, size)) return p;
+    if (__builtin_expect(size - 1 < fast::kMaxFastSize, 1)) {
+      if (void* p = fast::TryPop(pool->head_.heap_id, size)) return p;
     }
     return Allocate(pool, size, alignof(std::max_align_t));
   }

@@ -8,6 +8,7 @@
 #include "pinpool/block.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 MemoryResource::~MemoryResource() = default;
 
@@ -27,4 +28,5 @@ bool MemoryResource::do_is_equal(const std::pmr::memory_resource& other) const n
   return that != nullptr && that->pool_ == pool_;
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

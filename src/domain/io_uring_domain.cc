@@ -23,6 +23,7 @@
 #include "util/bytes.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 namespace {
 
 class IoUringDomainImpl final : public IoUringDomain {
@@ -158,4 +159,5 @@ absl::StatusOr<std::shared_ptr<IoUringDomain>> IoUringDomain::Wrap(io_uring* rin
       std::make_shared<IoUringDomainImpl>(ring, nullptr, options));
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

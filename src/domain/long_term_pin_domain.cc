@@ -126,9 +126,11 @@ std::size_t LongTermPinTables(const Domain& domain) {
 }
 
 }  // namespace internal
+PINPOOL_ABI_BEGIN
 
 absl::StatusOr<std::shared_ptr<Domain>> MakeLongTermPinDomain() {
   return internal::MakeLongTermPinDomain(internal::kLongTermPinSlotsPerTable);
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -105,9 +105,11 @@ absl::Status MemlockRefused(const char* what, int err, std::size_t bytes,
 }  // namespace pinpool::internal
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 absl::Status PinRefusedError(const char* what, int err, std::size_t bytes) {
   return internal::MemlockRefused(what, err, bytes);
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 absl::Status CheckBlockDomain(const char* what, const Block& block, std::size_t domain) {
   if (!block) return absl::InvalidArgumentError(absl::StrFormat("%s: empty Block", what));
@@ -39,4 +40,5 @@ absl::Status CheckTransferRanges(const char* what, const Block& block, std::size
   return absl::OkStatus();
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -9,6 +9,7 @@
 #include "pinpool/domain.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 namespace {
 
 class ResidentNotPinnedDomain final : public Domain {
@@ -40,4 +41,5 @@ std::shared_ptr<Domain> MakeResidentNotPinnedDomain() {
   return std::make_shared<ResidentNotPinnedDomain>();
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -1,5 +1,5 @@
 // The heap's free mark, as the library reads and writes it: a free block holds
-// FreeMark(secret, address) in the word fast_v9::MarkOf names for its class (the first word, or
+// FreeMark(secret, address) in the word fast::MarkOf names for its class (the first word, or
 // for a class that is a multiple of the page, a word of its first page chosen by the address),
 // written when the block becomes free anywhere in the heap and cleared when it is handed out.
 // The inline paths (pinpool/fast_path.h) find the same word from the class row's mark_hash
@@ -17,16 +17,16 @@
 
 namespace pinpool::internal {
 
-using fast_v9::FreeMark;
+using fast::FreeMark;
 
-// Class c's mark_hash (fast_v9::MarkOf): blocks of a size that is a multiple of the page start on
+// Class c's mark_hash (fast::MarkOf): blocks of a size that is a multiple of the page start on
 // pages (slabs and spans start on pages), so the mark may lie anywhere in their first page.
 constexpr std::uint64_t MarkHash(unsigned c) noexcept {
-  return ClassSize(c) % kPageSize == 0 ? fast_v9::kMarkHash : 0;
+  return ClassSize(c) % kPageSize == 0 ? fast::kMarkHash : 0;
 }
 
-inline fast_v9::MarkWord* MarkOf(const void* p, unsigned c) noexcept {
-  return fast_v9::MarkOf(const_cast<void*>(p), MarkHash(c));
+inline fast::MarkWord* MarkOf(const void* p, unsigned c) noexcept {
+  return fast::MarkOf(const_cast<void*>(p), MarkHash(c));
 }
 // True when the block at p, of class c, carries the mark.
 inline bool MarkedFree(std::uint64_t secret, const void* p, unsigned c) noexcept {
@@ -42,9 +42,9 @@ inline void MarkLive(void* p, unsigned c) noexcept { *MarkOf(p, c) = 0; }
 inline bool MaybeMarkedFree(std::uint64_t secret, const void* p) noexcept {
   const std::uint64_t mark = FreeMark(secret, p);
   void* const q = const_cast<void*>(p);
-  if (*fast_v9::MarkOf(q, 0) == mark) return true;
+  if (*fast::MarkOf(q, 0) == mark) return true;
   return reinterpret_cast<std::uintptr_t>(p) % kPageSize == 0 &&
-         *fast_v9::MarkOf(q, fast_v9::kMarkHash) == mark;
+         *fast::MarkOf(q, fast::kMarkHash) == mark;
 }
 
 }  // namespace pinpool::internal

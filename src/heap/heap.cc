@@ -81,7 +81,7 @@ std::size_t TransferBudget(std::size_t budget) {
 
 }  // namespace
 
-constinit fast_v9::CacheHead idle_cache;
+constinit fast::CacheHead idle_cache;
 
 // Every cache this thread created, by heap id; at thread exit each goes back to its heap, if still
 // alive. The slots above are a most-recently-used window onto this list. A cache's head lives
@@ -98,7 +98,7 @@ struct ThreadCacheOwner {
   // This thread's slots (read by its inline paths without a lock). Their writers, this thread
   // moving caches between them and a drainer marking slot 0, hold `lock` (never while taking a
   // heap's lock: drainers hold theirs when they take this one).
-  ThreadCacheSlots* const slots = &fast_v9::tls_slots;
+  ThreadCacheSlots* const slots = &fast::tls_slots;
   SpinLock lock;
   // Heads of caches of destroyed heaps that were in a slot then (a list through next_free):
   // deleted when they leave them.
@@ -576,7 +576,9 @@ Heap::Counts Heap::GetCounts() const {
 
 }  // namespace pinpool::internal
 
-namespace pinpool::fast_v9 {
+namespace pinpool {
+PINPOOL_ABI_BEGIN
+namespace fast {
 
 static_assert(kNumClasses == internal::kNumClasses && kPageShift == internal::kPageShift);
 // The entry's row is its class + 1 times a row's 32 bytes, with the tag as 16 more.
@@ -610,4 +612,6 @@ constexpr ClassTable MakeClassTable() {
 constinit const ClassTable classes = MakeClassTable();
 constinit const ClassTable library_classes = MakeClassTable();
 
-}  // namespace pinpool::fast_v9
+}  // namespace fast
+PINPOOL_ABI_END
+}  // namespace pinpool

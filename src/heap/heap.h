@@ -65,15 +65,15 @@
 
 namespace pinpool::internal {
 
-// This thread's most recently used (heap, cache) pairs are fast_v9::tls_slots
+// This thread's most recently used (heap, cache) pairs are fast::tls_slots
 // (pinpool/fast_path.h): the inline fast path reads slot 0 only.
-using ThreadCacheSlots = fast_v9::Slots;
+using ThreadCacheSlots = fast::Slots;
 // Set when this thread's cache owner has been destroyed (thread exit): frees and allocations
 // from destructors that run later (other thread_locals, statics) bypass the caches.
 extern constinit thread_local bool tls_caches_gone __attribute__((tls_model("initial-exec")));
 // What every slot without a cache holds (never null: the inline handshake sets slot 0's cache's
 // `busy` before it tests the slot's heap id). Only its `busy` is ever written.
-extern fast_v9::CacheHead idle_cache;
+extern fast::CacheHead idle_cache;
 
 class Heap {
  public:
@@ -104,20 +104,20 @@ class Heap {
   // The owner's side of the handshake in the library, for a cache of this thread in any slot
   // (the inline paths test slot 0's mark instead): false (and not busy) when a drain is pending.
   static bool Enter(ThreadCache* c) noexcept {
-    return fast_v9::EnterIf(c, [c] { return c->drain.load(std::memory_order_acquire) == 0; });
+    return fast::EnterIf(c, [c] { return c->drain.load(std::memory_order_acquire) == 0; });
   }
-  static void Leave(ThreadCache* c) noexcept { fast_v9::Leave(c); }
+  static void Leave(ThreadCache* c) noexcept { fast::Leave(c); }
   // The inline pop for any size up to the pool's max block (the inline path's table stops at
-  // fast_v9::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
+  // fast::kMaxFastSize): the pool's first step for larger blocks, which the caches hold too.
   static void* TryAllocateCached(std::uint64_t id, std::size_t size) noexcept {
-    ThreadCacheSlots& t = fast_v9::tls_slots;
+    ThreadCacheSlots& t = fast::tls_slots;
     const unsigned cls = SizeClass(size);
-    fast_v9::CacheHead* c = t.cache[0];
-    if (!fast_v9::Enter(t, c, id)) return nullptr;
-    fast_v9::Bin& bin = c->bins[cls];
+    fast::CacheHead* c = t.cache[0];
+    if (!fast::Enter(t, c, id)) return nullptr;
+    fast::Bin& bin = c->bins[cls];
     void** top = bin.Top();
     if (__builtin_expect(top == bin.Bottom(), 0)) {
-      fast_v9::Leave(c);
+      fast::Leave(c);
       return nullptr;
     }
     bin.SetTop(--top);
@@ -127,7 +127,7 @@ class Heap {
     c->room.store(
         c->room.load(std::memory_order_relaxed) + static_cast<std::intptr_t>(ClassSize(cls)),
         std::memory_order_relaxed);
-    fast_v9::Leave(c);
+    fast::Leave(c);
     MarkLive(p, cls);
     return p;
   }
@@ -226,7 +226,7 @@ class Heap {
   // into slot 0 is unmarked even while a drain of it is pending, and Acquire waits that out.
   ThreadCache* Cache() noexcept {
     if (debug_ || tls_caches_gone) return nullptr;
-    ThreadCacheSlots& t = fast_v9::tls_slots;
+    ThreadCacheSlots& t = fast::tls_slots;
     if (__builtin_expect(t.heap_id[0].load(std::memory_order_relaxed) == id_, 1)) {
       return static_cast<ThreadCache*>(t.cache[0]);
     }

@@ -98,7 +98,7 @@ bool ThreadCache::MakeStorage(unsigned c) noexcept {
   bin.SetTop(storage);
   used_[used_count_++] = static_cast<std::uint8_t>(c);
   // Allocations of up to kMaxUncreditedSize bytes that come from class c leave the room alone.
-  if (c == 0 || ClassSize(c - 1) < fast_v9::kMaxUncreditedSize) ++uncredited_used_;
+  if (c == 0 || ClassSize(c - 1) < fast::kMaxUncreditedSize) ++uncredited_used_;
   return true;
 }
 

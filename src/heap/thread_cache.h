@@ -7,7 +7,7 @@
 //     stays in the bins;
 //   - by bytes: `room` is at most the thread's byte budget less what its bins hold (every push
 //     and refill takes from it, every flush and pop gives back but the inline pop of a size up
-//     to fast_v9::kMaxUncreditedSize, which keeps its pairs off the word); a
+//     to fast::kMaxUncreditedSize, which keeps its pairs off the word); a
 //     free that would take it below zero goes to the slow path, which counts the bins again
 //     (Recount: room is then exact; after counts that found too little, only every few
 //     shortfalls) and, if the block still does not fit, gives the older half
@@ -44,13 +44,13 @@ struct ThreadCacheOwner;  // heap.cc: a thread's caches, slots and their lock
 
 // The head (handshake words, byte room, bins) is the inline fast path's (pinpool/fast_path.h):
 // its layout is part of the ABI.
-struct ThreadCache : fast_v9::CacheHead {
+struct ThreadCache : fast::CacheHead {
   // A stack of free blocks: [bottom, top) are held, top grows towards limit; the most recently
   // freed block is reused first. Storage comes from the heap's MetadataArena on the bin's first
   // push (a thread pays only for the classes it uses), bin c starting (c mod 64) cache lines
   // into it (MakeStorage: staggers the bins' tops against 4 KiB aliasing); until then top ==
   // bottom == limit == null (empty and full: the slow path).
-  using Bin = fast_v9::Bin;
+  using Bin = fast::Bin;
 
   ThreadCache(std::uint64_t heap_id, std::size_t budget, MetadataArena* metadata);
   ~ThreadCache();
@@ -122,7 +122,7 @@ struct ThreadCache : fast_v9::CacheHead {
   std::uint8_t refill_streak_[kNumClasses] = {};  // refills of bin c since its last flush
   std::uint8_t used_[kNumClasses] = {};
   unsigned used_count_ = 0;
-  // Of them, classes that serve sizes up to fast_v9::kMaxUncreditedSize (RoomFor).
+  // Of them, classes that serve sizes up to fast::kMaxUncreditedSize (RoomFor).
   unsigned uncredited_used_ = 0;
   // Shortfalls RoomFor lets pass without counting, and how many the last fruitless count set.
   unsigned recount_wait_ = 0;

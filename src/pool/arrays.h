@@ -39,7 +39,9 @@
 #include "pool/grants/registry.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 class Pool;
+PINPOOL_ABI_END
 }  // namespace pinpool
 
 namespace pinpool::internal {

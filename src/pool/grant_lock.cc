@@ -13,6 +13,7 @@
 #include "util/latency.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 GrantLock::GrantLock(Pool& pool) : pool_(pool), registry_(*pool.grants_) { registry_.mu().Lock(); }
 
@@ -120,4 +121,5 @@ absl::Status GrantSlices(const Array& array, std::size_t first, std::size_t coun
   return absl::OkStatus();
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

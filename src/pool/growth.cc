@@ -13,6 +13,7 @@
 #include "pool/placement.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 namespace {
 // How often the background work checks the leases on the chunks' files (up to 128 of them per
@@ -69,4 +70,5 @@ absl::Status Pool::AwaitInitialSize(std::chrono::nanoseconds timeout) const {
   return background_ == nullptr ? absl::OkStatus() : background_->AwaitStartup(timeout);
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

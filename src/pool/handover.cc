@@ -22,6 +22,7 @@
 #include "util/status_macros.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 namespace {
 
 // OK when `live` are disjoint blocks inside ready chunks of `arena`.
@@ -62,8 +63,8 @@ absl::Status Pool::Quiesce() {
         "them first (that ends each of their grants), so that no peer can reach its memory",
         holders));
   }
-  background_.reset();                 // no growth or trim from here on
-  heap_id_ = internal::Heap::kDeadId;  // the inline paths miss; the slow path refuses
+  background_.reset();                      // no growth or trim from here on
+  head_.heap_id = internal::Heap::kDeadId;  // the inline paths miss; the slow path refuses
   sharing_->quiesced.store(true);
   arena_->Quiesce();
   return absl::OkStatus();
@@ -79,7 +80,7 @@ absl::Status Pool::HandOver(int socket, std::span<const BlockHandle> live) {
     return absl::FailedPreconditionError(
         "the pool was handed over already: a pool is handed over once");
   }
-  PINPOOL_RETURN_IF_ERROR(CheckLive(live, *arena_, range_base_));
+  PINPOOL_RETURN_IF_ERROR(CheckLive(live, *arena_, head_.range_base));
   std::vector<internal::Arena::SharedChunk> chunks = arena_->SharedChunks();
   // The ownership locks go before the descriptors do: the successor takes them on receipt.
   arena_->HandOverFiles(true);
@@ -99,6 +100,7 @@ absl::Status Pool::HandOver(int socket, std::span<const BlockHandle> live) {
 }
 
 absl::StatusOr<std::unique_ptr<Pool>> Pool::Adopt(PoolOptions options, int socket) {
+  const auto start = std::chrono::steady_clock::now();
   PINPOOL_RETURN_IF_ERROR(internal::CheckShareable(options, !options.classes.empty()));
   PINPOOL_ASSIGN_OR_RETURN(internal::ReceivedPool got,
                            internal::ReceivePool(socket, internal::WireMessage::Kind::kHandOver));
@@ -144,15 +146,28 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Adopt(PoolOptions options, int socke
     handover.chunks.push_back({.index = c.index, .file = *std::move(file), .held = held});
   }
   got.fds.clear();  // the predecessor's descriptions: ours are reopened
-  absl::StatusOr<std::unique_ptr<Pool>> pool = CreateWith(std::move(options), &handover);
-  if (!pool.ok()) give_up();
+  // Every chunk is built in the background, adopted ones first: Adopt returns before any
+  // registration.
+  options.initial_size_in_background = true;
+  absl::StatusOr<std::unique_ptr<Pool>> pool = Build(std::move(options), handover.id);
+  if (!pool.ok()) {
+    give_up();
+    return pool.status();
+  }
+  const std::size_t chunks = handover.chunks.size();
+  // Claimed now (on error nothing is claimed and the files are disowned).
+  PINPOOL_RETURN_IF_ERROR((*pool)->arena_->QueueAdoption(std::move(handover.chunks)));
+  (*pool)->sharing_->SetAdoptedChunks(chunks);
+  (*pool)->sharing_->AdoptBlocks(handover.live, (*pool)->head_.range_base,
+                                 (*pool)->arena_->chunk_size());
+  (*pool)->StartBackgroundWork(start, /*adopting=*/true);
   return pool;
 }
 
 absl::StatusOr<Block> Pool::Claim(const BlockHandle& handle) {
   CheckAlive("Claim");
   const std::size_t size = arena_->chunk_size();
-  const std::uintptr_t p = range_base_ + std::uintptr_t{handle.chunk} * size +
+  const std::uintptr_t p = head_.range_base + std::uintptr_t{handle.chunk} * size +
                            std::min<std::uint64_t>(handle.offset, size);
   std::size_t live = 0;
   if (handle.chunk >= arena_->range_size() / size || handle.offset >= size ||
@@ -175,4 +190,5 @@ std::vector<BlockHandle> Pool::AdoptedBlocks() const {
   return sharing_->adopted();
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -9,6 +9,7 @@
 #include "util/status_macros.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 const PoolId& Pool::id() const noexcept { return sharing_->id(); }
 
@@ -20,7 +21,8 @@ absl::StatusOr<BlockHandle> Pool::HandleOf(const Block& block) const {
   CheckAlive("HandleOf");
   PINPOOL_RETURN_IF_ERROR(internal::CheckShareable(options_, classes_ != nullptr));
   const auto p = reinterpret_cast<std::uintptr_t>(block.data());
-  const ChunkInfo* chunk = p - range_base_ < arena_->range_size() ? ChunkAt(block.data()) : nullptr;
+  const ChunkInfo* chunk =
+      p - head_.range_base < arena_->range_size() ? ChunkAt(block.data()) : nullptr;
   if (chunk == nullptr || block.size() == 0 || block.size() > chunk->base + chunk->size - p) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%p (%d bytes) is not a block inside one chunk of this pool", block.data(), block.size()));
@@ -47,4 +49,5 @@ absl::Status Pool::Share(int socket) {
   return absl::OkStatus();
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

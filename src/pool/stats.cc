@@ -16,9 +16,11 @@
 #include "pool/metrics.h"
 #include "pool/sharing/lost_chunks.h"
 #include "pool/sharing/sharing.h"
+#include "report/stats_size.h"
 #include "util/status_macros.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 namespace {
 
 // The arena's growth, trim and placement figures as the public GrowthStats (and each chunk's
@@ -37,8 +39,12 @@ void FillGrowthStats(const internal::ArenaStats& a, double first_chunk, double i
 
 }  // namespace
 
-PoolStats Pool::GetStats() const {
+void Pool::FillStats(PoolStats& stats) const {
   CheckAlive("GetStats");
+  internal::MoveKnownMembers(CollectStats(), stats, stats.struct_size);
+}
+
+PoolStats Pool::CollectStats() const {
   PoolStats stats;
   const internal::os::MemlockState memlock = internal::os::QueryMemlock();
   const internal::ArenaStats a = arena_->Stats();
@@ -86,7 +92,7 @@ PoolStats Pool::GetStats() const {
   // Every class's heap: the default one and each named class's.
   internal::Heap::Counts counts = heap_->GetCounts();
   std::size_t thread_caches = heap_->ThreadCacheCount();
-  for (std::uint32_t c = 1; c < class_count_; ++c) {
+  for (std::uint32_t c = 1; c < head_.class_count; ++c) {
     const internal::Heap& heap = classes_->heap(c);
     const internal::Heap::Counts more = heap.GetCounts();
     counts.allocated += more.allocated;
@@ -123,11 +129,12 @@ absl::Status Pool::ServeMetrics(const std::string& socket_path) {
   CheckAlive("ServeMetrics");
   metrics_->server.reset();
   PINPOOL_ASSIGN_OR_RETURN(metrics_->server, internal::MetricsServer::Start(socket_path, [this] {
-                             return GetStats().ToOpenMetrics();
+                             return CollectStats().ToOpenMetrics();
                            }));
   return absl::OkStatus();
 }
 
 void Pool::StopServingMetrics() { metrics_->server.reset(); }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

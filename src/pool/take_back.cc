@@ -21,16 +21,17 @@
 #include "util/status_macros.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 absl::Status Pool::GiveBack(const void* address, std::chrono::nanoseconds timeout) {
   CheckAlive("GiveBack");
-  const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(address) - range_base_;
+  const std::uintptr_t off = reinterpret_cast<std::uintptr_t>(address) - head_.range_base;
   if (off >= arena_->range_size() ||
       (arena_->ChunkOf(address) == nullptr && !arena_->Withdrawn(address))) {
     return absl::InvalidArgumentError(
         absl::StrFormat("GiveBack(%p): not in a chunk of this pool", address));
   }
-  return GiveBackChunk(static_cast<std::uint32_t>(off >> chunk_shift_),
+  return GiveBackChunk(static_cast<std::uint32_t>(off >> head_.chunk_shift),
                        "the application asked (Pool::GiveBack)", timeout);
 }
 
@@ -38,7 +39,7 @@ absl::Status Pool::GiveBackChunk(std::uint32_t index, const char* reason,
                                  std::chrono::nanoseconds timeout) {
   internal::TakeBack& t = *take_back_;
   internal::MutexLock give(&t.give_mu);
-  const std::uintptr_t base = range_base_ + (std::uintptr_t{index} << chunk_shift_);
+  const std::uintptr_t base = head_.range_base + (std::uintptr_t{index} << head_.chunk_shift);
   auto it = t.pending.find(index);
   if (it == t.pending.end()) {
     if (arena_->Withdrawn(reinterpret_cast<const void*>(base))) return absl::OkStatus();  // done
@@ -140,4 +141,5 @@ void Pool::TakeBackBrokenLeases() {
   }
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

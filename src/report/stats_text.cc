@@ -19,11 +19,13 @@
 #include "pinpool/stats.h"
 #include "report/stats_fields.h"
 #include "report/stats_json.h"
+#include "report/stats_size.h"
 #include "util/bytes.h"
 #include "util/headroom.h"
 #include "wire/json_writer.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 namespace {
 
@@ -41,6 +43,8 @@ std::optional<std::size_t> Headroom(const PoolStats& s, std::size_t used) {
 
 std::string FormatBytes(std::uint64_t bytes) { return internal::FormatBytes(bytes); }
 
+// The derived figures read members every PoolStats of this ABI version has (none added since
+// the version began): a caller's smaller PoolStats holds them all.
 std::optional<std::size_t> PoolStats::pin_headroom() const noexcept {
   return Headroom(*this, process_pinned_bytes);
 }
@@ -71,6 +75,7 @@ double PoolStats::mapped_unused_fraction() const noexcept {
   return Share(mapped_unused_bytes(), mapped_bytes);
 }
 
+PINPOOL_ABI_END
 namespace internal {
 
 const char* UnitName(Unit unit) {
@@ -514,46 +519,56 @@ std::string StatsFieldReference() {
 }
 
 }  // namespace internal
+PINPOOL_ABI_BEGIN
 
+// A PoolStats from a program built against an earlier release lacks the members added since:
+// each member below reads the caller's through Complete (report/stats_size.h).
 std::string PoolStats::ToString() const {
   using internal::TextRecord;
+  PoolStats storage;
+  const PoolStats& s = internal::Complete(*this, storage);
   std::string out;
-  internal::TextSection(out, "pool", internal::kPoolFields, *this);
-  absl::StrAppendFormat(&out, "chunks (%d)\n", chunks.size());
-  for (const ChunkStats& c : chunks) {
+  internal::TextSection(out, "pool", internal::kPoolFields, s);
+  absl::StrAppendFormat(&out, "chunks (%d)\n", s.chunks.size());
+  for (const ChunkStats& c : s.chunks) {
     out += TextRecord("chunk", internal::kChunkFields, c);
-    for (std::size_t d = 0; d < c.keys.size() && d < domains.size(); ++d) {
-      absl::StrAppendFormat(&out, "; %s %s", domains[d].name,
-                            internal::KeysText(domains[d].kind, c.keys[d]));
+    for (std::size_t d = 0; d < c.keys.size() && d < s.domains.size(); ++d) {
+      absl::StrAppendFormat(&out, "; %s %s", s.domains[d].name,
+                            internal::KeysText(s.domains[d].kind, c.keys[d]));
     }
     out.push_back('\n');
   }
-  absl::StrAppendFormat(&out, "domains (%d)\n", domains.size());
-  for (const DomainStats& d : domains) {
+  absl::StrAppendFormat(&out, "domains (%d)\n", s.domains.size());
+  for (const DomainStats& d : s.domains) {
     out += TextRecord("domain", internal::kDomainFields, d);
     for (const Figure& f : d.figures) absl::StrAppendFormat(&out, ", %s %d", f.name, f.value);
     out.push_back('\n');
   }
-  internal::TextSection(out, "grants", internal::kGrantFields, grants, grants.figures,
-                        grants.histograms);
-  internal::TextSection(out, "growth", internal::kGrowthFields, growth);
-  if (!classes.empty()) {
-    absl::StrAppendFormat(&out, "classes (%d)\n", classes.size());
-    for (const ClassStats& c : classes) {
+  internal::TextSection(out, "grants", internal::kGrantFields, s.grants, s.grants.figures,
+                        s.grants.histograms);
+  internal::TextSection(out, "growth", internal::kGrowthFields, s.growth);
+  if (!s.classes.empty()) {
+    absl::StrAppendFormat(&out, "classes (%d)\n", s.classes.size());
+    for (const ClassStats& c : s.classes) {
       out += TextRecord("class", internal::kClassFields, c);
       out.push_back('\n');
     }
   }
-  internal::TextSection(out, "sharing", internal::kSharingFields, sharing);
+  internal::TextSection(out, "sharing", internal::kSharingFields, s.sharing);
   return out;
 }
 
-std::string PoolStats::ToOpenMetrics() const { return internal::OpenMetricsText(*this); }
+std::string PoolStats::ToOpenMetrics() const {
+  PoolStats storage;
+  return internal::OpenMetricsText(internal::Complete(*this, storage));
+}
 
 std::string PoolStats::ToJson() const {
+  PoolStats storage;
   internal::JsonWriter json;
-  internal::WriteStatsJson(*this, json);
+  internal::WriteStatsJson(internal::Complete(*this, storage), json);
   return std::move(json).Take();
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -12,6 +12,7 @@
 #include "wire/bytes.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 namespace {
 
@@ -270,4 +271,5 @@ std::optional<RemoteElement> Descriptor::Element(std::uint64_t i) const noexcept
   return RemoteElement{run->base + (i - run->first) * run->stride, element_size_, run->keys};
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

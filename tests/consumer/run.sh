@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packaging test (ctest `packaging.consumers`): installs this build tree into a fresh temporary
 # prefix and proves that an application can use it from there, the two ways users will:
-#   1. find_package(pinpool 0.1 CONFIG) + pinpool::pinpool   (tests/consumer/find_package)
+#   1. find_package(pinpool 1.0 CONFIG) + pinpool::pinpool   (tests/consumer/find_package)
 #   2. plain pkg-config, g++ -std=c++20                       (tests/consumer/pkg_config/Makefile)
 # Each consumer is built, checked to load libpinpool from the prefix, and run (must print OK).
 # Also checks the installed layout (no jemalloc shipped), that each installed header compiles on
@@ -68,16 +68,19 @@ out=$("$exe") || fail "consumer_find_package exited with $?"
 echo "$out"
 [[ $out == *" consumer OK" ]] || fail "consumer_find_package did not print OK"
 
-step "find_package refuses an incompatible version (pinpool 1.0)"
-if "$cmake" -S "$here/find_package" -B "$work/find_package_v1" -G "$generator" \
-  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" -DPINPOOL_CONSUMER_VERSION=1.0 \
-  >"$work/v1.log" 2>&1; then
-  cat "$work/v1.log" >&2
-  fail "find_package(pinpool 1.0) accepted version $version"
-fi
-grep -qF "version: $version" "$work/v1.log" ||
-  { cat "$work/v1.log" >&2; fail "find_package(pinpool 1.0) failed for another reason"; }
-echo "refused, as it should"
+# The major version is the ABI version (docs/abi.md): another one, earlier or later, is refused.
+for other in 0.1 $(( ${version%%.*} + 1 )).0; do
+  step "find_package refuses another ABI (pinpool $other)"
+  if "$cmake" -S "$here/find_package" -B "$work/find_package_$other" -G "$generator" \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" -DPINPOOL_CONSUMER_VERSION=$other \
+    >"$work/other.log" 2>&1; then
+    cat "$work/other.log" >&2
+    fail "find_package(pinpool $other) accepted version $version"
+  fi
+  grep -qF "version: $version" "$work/other.log" ||
+    { cat "$work/other.log" >&2; fail "find_package(pinpool $other) failed for another reason"; }
+  echo "refused, as it should"
+done
 
 step "pkg-config consumer"
 export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"

@@ -260,7 +260,7 @@ TEST(CacheDrainTest, DrainsWhileOtherThreadsChurnKeepEveryBlockIntactAndDisjoint
 TEST(CacheDrainTest, DrainsWhileOtherThreadsSwitchBetweenMorePoolsThanSlotsKeepBlocksIntact) {
   std::vector<std::unique_ptr<Pool>> owned;
   std::vector<Pool*> pools;
-  for (int i = 0; i < fast_v9::Slots::kSlots + 2; ++i) {
+  for (int i = 0; i < fast::Slots::kSlots + 2; ++i) {
     owned.push_back(Pool::Create(Options()).value());
     pools.push_back(owned.back().get());
   }
@@ -290,7 +290,7 @@ TEST(CacheDrainTest, DrainsWhileOtherThreadsSwitchBetweenMorePoolsThanSlotsKeepB
 // head must outlive the pool (AddressSanitizer reports a use after free otherwise), and it is
 // deleted when it leaves the slots or the thread exits (counted: internal::ThreadCache's heads).
 TEST(CacheDrainTest, ADestroyedPoolsHeadLivesWhileASlotHoldsItAndNoLonger) {
-  constexpr int kSlots = fast_v9::Slots::kSlots;
+  constexpr int kSlots = fast::Slots::kSlots;
   const auto use = [](Pool& pool) {
     for (int i = 0; i < 100; ++i) {
       Block b = pool.Allocate(64);

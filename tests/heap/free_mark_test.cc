@@ -1,4 +1,4 @@
-// Where a free block's mark lies (src/heap/free_mark.h, fast_v9::MarkOf): inside the block, in
+// Where a free block's mark lies (src/heap/free_mark.h, fast::MarkOf): inside the block, in
 // its first word for classes that are not a multiple of the page, else in its first page, at the
 // word the inline paths find from the class row; spread over the page's lines for blocks a page
 // or 64 KiB apart (the reason it moved); written by the heap where the inline paths read it; and
@@ -32,8 +32,8 @@ TEST(FreeMarkTest, EveryClassKeepsItsMarkInItsBlockWhereTheInlineRowSays) {
     const std::size_t size = ClassSize(c);
     const bool page_multiple = size % kPageSize == 0;
     hashed += page_multiple;
-    ASSERT_EQ(fast_v9::classes.cls[c + 1].mark_hash, MarkHash(c)) << "class " << c;
-    ASSERT_EQ(fast_v9::classes.cls[c + 1].zero, 0u) << "the grant tag's magic, class " << c;
+    ASSERT_EQ(fast::classes.cls[c + 1].mark_hash, MarkHash(c)) << "class " << c;
+    ASSERT_EQ(fast::classes.cls[c + 1].zero, 0u) << "the grant tag's magic, class " << c;
     // Blocks as a slab or the page heap lays them out: from a page, the class's stride.
     std::set<std::uintptr_t> offsets;
     for (std::uintptr_t i = 0; i < 512; ++i) {
@@ -99,7 +99,7 @@ TEST(FreeMarkTest, FreshBlocksOfAPageMultipleCarryTheMarkOutsideTheirFirstWord) 
       const bool in_first_word = static_cast<void*>(MarkOf(p, c)) == p;
       EXPECT_EQ(in_first_word,
                 size % kPageSize != 0 ||
-                    ((reinterpret_cast<std::uintptr_t>(p) * fast_v9::kMarkHash) >> 55) == 0)
+                    ((reinterpret_cast<std::uintptr_t>(p) * fast::kMarkHash) >> 55) == 0)
           << size;
       std::uint64_t first;
       std::memcpy(&first, p, 8);

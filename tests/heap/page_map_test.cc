@@ -79,11 +79,11 @@ TEST(PageMapTest, ALargeBlockStartsOnlyAtItsFirstByte) {
 }
 
 TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
-  const fast_v9::ClassTable& table = fast_v9::classes;
+  const fast::ClassTable& table = fast::classes;
   for (unsigned c = 0; c < kNumClasses; ++c) {
     for (std::size_t delta = 0; delta <= (IsSlabClass(c) ? PageMap::kMaxDelta : 0); ++delta) {
       const std::uint32_t e = PageMap::Encode(c, delta, kBase + (delta + 7) * kPageSize);
-      const std::size_t row = fast_v9::RowOfEntry(e) / sizeof(fast_v9::ClassTable::Class);
+      const std::size_t row = fast::RowOfEntry(e) / sizeof(fast::ClassTable::Class);
       ASSERT_EQ(row, c + 1) << c << " " << delta;
       ASSERT_EQ(table.cls[row].size, ClassSize(c));
     }
@@ -95,12 +95,11 @@ TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
       for (std::uintptr_t off = 0; off < pages * kPageSize; off += 16) {
         const std::uintptr_t page = start + off / kPageSize * kPageSize;
         const std::uint32_t e = PageMap::Encode(c, off / kPageSize, page);
-        const auto& k = *reinterpret_cast<const fast_v9::ClassTable::Class*>(
-            reinterpret_cast<std::uintptr_t>(table.cls) + fast_v9::RowOfEntry(e));
+        const auto& k = *reinterpret_cast<const fast::ClassTable::Class*>(
+            reinterpret_cast<std::uintptr_t>(table.cls) + fast::RowOfEntry(e));
         unsigned cls = 0;
-        ASSERT_EQ(
-            fast_v9::AtBlockStart(k, fast_v9::SpanOffset(e, reinterpret_cast<void*>(start + off))),
-            PageMap::IsBlockStart(e, start + off, &cls))
+        ASSERT_EQ(fast::AtBlockStart(k, fast::SpanOffset(e, reinterpret_cast<void*>(start + off))),
+                  PageMap::IsBlockStart(e, start + off, &cls))
             << c << " " << at << " " << off;
         ASSERT_EQ(PageMap::IsBlockStart(e, start + off, &cls), off % ClassSize(c) == 0);
       }
@@ -108,12 +107,12 @@ TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
     // The inline test agrees with the heap's on every 16-byte offset of a span of the class.
     const std::size_t span = IsSlabClass(c) ? Class(c).pages * kPageSize : kPageSize;
     for (std::uintptr_t off = 0; off < span && off < (1u << 20); off += 16) {
-      ASSERT_EQ(fast_v9::AtBlockStart(table.cls[c + 1], off), IsBlockOffset(c, off))
+      ASSERT_EQ(fast::AtBlockStart(table.cls[c + 1], off), IsBlockOffset(c, off))
           << c << " " << off;
     }
   }
   for (std::uintptr_t off = 0; off < (1u << 17); off += 16) {
-    ASSERT_FALSE(fast_v9::AtBlockStart(table.cls[0], off)) << "row 0 at offset " << off;
+    ASSERT_FALSE(fast::AtBlockStart(table.cls[0], off)) << "row 0 at offset " << off;
   }
 }
 
@@ -122,21 +121,21 @@ TEST(PageMapTest, TheInlineFreesRowIsTheEntrysClassAndRowZeroHasNoBlockStart) {
 // an entry's row equals a size's row exactly when the entry's class is the size's; an entry of 0
 // and one with the grant tag equal no size's row.
 TEST(PageMapTest, ASizesRowIsItsClassAndOnlyThatClassesEntriesMatchIt) {
-  const fast_v9::ClassTable& table = fast_v9::classes;
-  constexpr std::size_t kRow = sizeof(fast_v9::ClassTable::Class);
-  for (std::size_t size = 1; size <= fast_v9::kMaxFastSize; size += (size < 64 ? 1 : 16)) {
-    const std::uint32_t row = fast_v9::RowOfSize(size);
+  const fast::ClassTable& table = fast::classes;
+  constexpr std::size_t kRow = sizeof(fast::ClassTable::Class);
+  for (std::size_t size = 1; size <= fast::kMaxFastSize; size += (size < 64 ? 1 : 16)) {
+    const std::uint32_t row = fast::RowOfSize(size);
     ASSERT_EQ(row, (SizeClass(size) + 1) * kRow) << size;
     ASSERT_GE(table.cls[row / kRow].size, size) << size;
     ASSERT_NE(row, 0u);
-    ASSERT_EQ(row & (fast_v9::kGrantTag >> fast_v9::kRowShift), 0u) << size;
+    ASSERT_EQ(row & (fast::kGrantTag >> fast::kRowShift), 0u) << size;
   }
   for (unsigned c = 0; c < kNumClasses; ++c) {
     const std::uint32_t e = PageMap::Encode(c, 0, kBase + 3 * kPageSize);
-    for (std::size_t size = 16; size <= fast_v9::kMaxFastSize; size += 16) {
-      const std::uint32_t row = fast_v9::RowOfSize(size);
-      ASSERT_EQ(fast_v9::RowOfEntry(e) == row, SizeClass(size) == c) << c << " " << size;
-      ASSERT_NE(fast_v9::RowOfEntry(e | PageMap::kGrantTag), row) << c << " " << size;
+    for (std::size_t size = 16; size <= fast::kMaxFastSize; size += 16) {
+      const std::uint32_t row = fast::RowOfSize(size);
+      ASSERT_EQ(fast::RowOfEntry(e) == row, SizeClass(size) == c) << c << " " << size;
+      ASSERT_NE(fast::RowOfEntry(e | PageMap::kGrantTag), row) << c << " " << size;
     }
   }
 }
@@ -145,7 +144,7 @@ TEST(PageMapTest, ASizesRowIsItsClassAndOnlyThatClassesEntriesMatchIt) {
 // nothing is a block's start; the heap's own readings of the entry ignore it; and it is set and
 // cleared on its page alone, leaving the entry as it was.
 TEST(PageMapTest, TheGrantTagFailsTheInlineFreeAndNothingElse) {
-  const fast_v9::ClassTable& table = fast_v9::classes;
+  const fast::ClassTable& table = fast::classes;
   for (unsigned c = 0; c < kNumClasses; ++c) {
     const std::uint32_t tagged = PageMap::Encode(c, 0, kBase) | PageMap::kGrantTag;
     EXPECT_EQ(PageMap::ClassOf(tagged), c);
@@ -153,10 +152,10 @@ TEST(PageMapTest, TheGrantTagFailsTheInlineFreeAndNothingElse) {
     unsigned cls = kNumClasses;
     EXPECT_TRUE(PageMap::IsBlockStart(tagged, kBase, &cls));
     EXPECT_EQ(cls, c);
-    const auto& row = *reinterpret_cast<const fast_v9::ClassTable::Class*>(
-        reinterpret_cast<std::uintptr_t>(table.cls) + fast_v9::RowOfEntry(tagged));
+    const auto& row = *reinterpret_cast<const fast::ClassTable::Class*>(
+        reinterpret_cast<std::uintptr_t>(table.cls) + fast::RowOfEntry(tagged));
     for (std::uintptr_t off = 0; off < 4 * ClassSize(c) && off < (1u << 17); off += 16) {
-      ASSERT_FALSE(fast_v9::AtBlockStart(row, off)) << "class " << c << " offset " << off;
+      ASSERT_FALSE(fast::AtBlockStart(row, off)) << "class " << c << " offset " << off;
     }
   }
   const std::uint32_t tagged_empty = PageMap::kGrantTag;  // a page where no block starts

@@ -59,7 +59,7 @@ TEST(ThreadCacheTest, AFullBinGivesItsOldestHalfBackAndKeepsTheNewest) {
   EXPECT_EQ(f.cache.held_bytes(), bin.count() * ClassSize(c));
 }
 
-// The inline pop finds a block's mark with the hash its bin carries (fast_v9::Bin::mark_hash):
+// The inline pop finds a block's mark with the hash its bin carries (fast::Bin::mark_hash):
 // every bin that holds a block carries its class's, the class table row's.
 TEST(ThreadCacheTest, EveryBinThatHoldsABlockCarriesItsClasssMarkHash) {
   Fixture f(std::size_t{256} << 20);
@@ -68,7 +68,7 @@ TEST(ThreadCacheTest, EveryBinThatHoldsABlockCarriesItsClasssMarkHash) {
     ASSERT_TRUE(f.cache.Push(f.central, c, blocks[0])) << c;
     ASSERT_EQ(f.cache.bins[c].count(), 1u) << c;
     EXPECT_EQ(f.cache.bins[c].mark_hash, MarkHash(c)) << "class " << c;
-    EXPECT_EQ(f.cache.bins[c].mark_hash, fast_v9::classes.cls[c + 1].mark_hash) << "class " << c;
+    EXPECT_EQ(f.cache.bins[c].mark_hash, fast::classes.cls[c + 1].mark_hash) << "class " << c;
   }
   EXPECT_NE(f.cache.bins[SizeClass(4096)].mark_hash, 0u) << "a page-multiple class is hashed";
 }
@@ -136,7 +136,7 @@ TEST(ThreadCacheTest, AFreeAfterInlinePopsCountsAgainInsteadOfHalvingTheBins) {
   // halve the bins (which a room believed would do).
   const std::size_t budget = 2 << 20;
   Fixture f(budget);
-  const unsigned c = SizeClass(fast_v9::kMaxUncreditedSize);
+  const unsigned c = SizeClass(fast::kMaxUncreditedSize);
   const std::size_t n = budget / ClassSize(c);
   std::vector<void*> blocks = f.Get(c, n);
   for (void* p : blocks) ASSERT_TRUE(f.cache.Push(f.central, c, p));
@@ -164,7 +164,7 @@ TEST(ThreadCacheTest, TheRoomStaysABoundWhileInlinePopsLeaveItShort) {
   // halving may come where a count would have spared it; the bound must hold throughout.
   const auto budget = static_cast<std::intptr_t>(2 << 20);
   Fixture f(static_cast<std::size_t>(budget));
-  const unsigned smalls = SizeClass(fast_v9::kMaxUncreditedSize) + 1;
+  const unsigned smalls = SizeClass(fast::kMaxUncreditedSize) + 1;
   std::mt19937_64 rng(5);
   std::vector<std::pair<unsigned, void*>> out;  // blocks the program holds
   for (int i = 0; i < 20000; ++i) {
@@ -195,26 +195,26 @@ TEST(ThreadCacheTest, TheRoomStaysABoundWhileInlinePopsLeaveItShort) {
 TEST(ThreadCacheTest, TheInlinePopGivesBackTheBytesOfBlocksAboveTheUncreditedSizeOnly) {
   // The real inline pop, on a head of this test's put in the thread's slot 0 for a moment.
   constexpr std::uint64_t kId = 0x7e57;
-  const unsigned small = SizeClass(fast_v9::kMaxUncreditedSize);
-  const unsigned big = SizeClass(fast_v9::kMaxUncreditedSize + 1);
+  const unsigned small = SizeClass(fast::kMaxUncreditedSize);
+  const unsigned big = SizeClass(fast::kMaxUncreditedSize + 1);
   ASSERT_NE(small, big);
   alignas(16) static char blocks[2][64];
   void* small_stack[1] = {blocks[0]};
   void* big_stack[1] = {blocks[1]};
-  fast_v9::CacheHead head;
+  fast::CacheHead head;
   for (auto [c, stack] : {std::pair{small, small_stack}, std::pair{big, big_stack}}) {
     head.bins[c].bottom.store(stack);
     head.bins[c].SetTop(stack + 1);
     head.bins[c].limit = stack + 1;
   }
-  fast_v9::Slots& t = fast_v9::tls_slots;
+  fast::Slots& t = fast::tls_slots;
   const std::uint64_t saved_id = t.heap_id[0].load();
-  fast_v9::CacheHead* const saved_cache = t.cache[0];
+  fast::CacheHead* const saved_cache = t.cache[0];
   t.heap_id[0].store(kId);
   t.cache[0] = &head;
-  void* a = fast_v9::TryPop(kId, fast_v9::kMaxUncreditedSize);
+  void* a = fast::TryPop(kId, fast::kMaxUncreditedSize);
   const std::intptr_t after_small = head.room.load();
-  void* b = fast_v9::TryPop(kId, fast_v9::kMaxUncreditedSize + 1);
+  void* b = fast::TryPop(kId, fast::kMaxUncreditedSize + 1);
   const std::intptr_t after_big = head.room.load();
   t.heap_id[0].store(saved_id);
   t.cache[0] = saved_cache;

@@ -43,7 +43,7 @@ ROOMS = {
     "providers/fabric": set(),                        # public headers only
 }
 # Directories of tests/ that group tests by kind rather than mirror a room (tests/README.md).
-TEST_KINDS = {"api", "layers", "softroce", "linking", "consumer", "c_program", "info", "fuzz",
+TEST_KINDS = {"api", "abi", "layers", "softroce", "linking", "consumer", "c_program", "info", "fuzz",
               "support", "providers"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

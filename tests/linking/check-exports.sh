@@ -10,11 +10,12 @@
 #   - a NEEDED dependency on a malloc replacement (libjemalloc, libtcmalloc, libmimalloc).
 # For pinpool's own libraries (named by the file, or by the second argument) it also checks that
 # the library exports its public API and nothing else:
-#   library               its API (demangled)                 must export
-#   libpinpool.*          pinpool::*, pinpool_* (the C API)    pinpool::Pool::Create
-#   libpinpool_ucx.*      pinpool::Ucx*, ToUcxPeerBlock        pinpool::UcxDomain::Wrap
-#   libpinpool_fabric.*   pinpool::Fabric*, ToFabricRemote,    pinpool::FabricDomain::Wrap
+#   library               its API (demangled, in pinpool::abi_vN)   must export
+#   libpinpool.*          pinpool::*, pinpool_* (the C API)        pinpool::Pool::Create
+#   libpinpool_ucx.*      pinpool::Ucx*, ToUcxPeerBlock            pinpool::UcxDomain::Wrap
+#   libpinpool_fabric.*   pinpool::Fabric*, ToFabricRemote,        pinpool::FabricDomain::Wrap
 #                         DescribeGrants (its FabricGrant one)
+# and that every symbol it exports sits in one of its version nodes (PINPOOL_*: docs/abi.md).
 # (the required symbol is there so that a stripped or empty library cannot pass by exporting
 # nothing), and reports
 #   - any pinpool::internal name anywhere in a demangled symbol (a signature naming an internal
@@ -46,8 +47,10 @@ forbidden_names=(
 # operator new/new[] (_Znwm/_Znam...) and delete/delete[] (_ZdlPv/_ZdaPv...), every variant.
 forbidden_patterns='^(je_|pinpool_je_|_Zn[wa]m|_Zd[la]Pv)'
 
-# "nm -D" prints "<address> <type> <name>[@version]" for defined symbols.
-exports=$("$nm" -D --defined-only "$lib" | awk 'NF >= 3 { sub(/@.*/, "", $3); print $3 }' | sort -u)
+# "nm -D" prints "<address> <type> <name>[@version]" for defined symbols; the version nodes
+# themselves are absolute symbols (type A), not exports.
+exports=$("$nm" -D --defined-only "$lib" | awk 'NF >= 3 && $2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort -u)
+unversioned=$("$nm" -D --defined-only "$lib" | awk 'NF >= 3 && $2 != "A" && $3 !~ /@PINPOOL_/ { print $3 }')
 bad=0
 report() {
   echo "check-exports: $lib $*"
@@ -68,21 +71,27 @@ while read -r needed; do
 done < <("$readelf" -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 
 api=""
+ns='pinpool::abi_v[0-9]+::'
+mangled_ns='_ZN7pinpool[0-9]+abi_v[0-9]+'
 case $rules in
-  libpinpool.*) api='pinpool::|pinpool_' required='^_ZN7pinpool4Pool6Create' what='pinpool::Pool::Create' ;;
+  libpinpool.*) api="$ns|pinpool_" required="^${mangled_ns}4Pool6Create" what='pinpool::Pool::Create' ;;
   libpinpool_ucx.*)
-    api='pinpool::(Ucx|ToUcxPeerBlock\()' required='^_ZN7pinpool9UcxDomain4Wrap'
+    api="$ns(Ucx|ToUcxPeerBlock\\()" required="^${mangled_ns}9UcxDomain4Wrap"
     what='pinpool::UcxDomain::Wrap' ;;
   libpinpool_fabric.*)
-    api='pinpool::(Fabric|ToFabricRemote\(|DescribeGrants\(pinpool::Array const&, std::span<pinpool::FabricGrant)'
-    required='^_ZN7pinpool12FabricDomain4Wrap'
+    api="$ns(Fabric|ToFabricRemote\\(|DescribeGrants\\(${ns}Array const&, std::span<${ns}FabricGrant)"
+    required="^${mangled_ns}12FabricDomain4Wrap"
     what='pinpool::FabricDomain::Wrap' ;;
 esac
 if [[ -n $api ]]; then
+  while read -r sym; do
+    [[ -n $sym ]] && report "exports a symbol in no version node: $sym"
+  done <<<"$unversioned"
   if ! grep -qE "$required" <<<"$exports"; then
     report "does not export $what: is this really $rules?"
   fi
-  demangled=$("$nm" -DC --defined-only "$lib" | awk 'NF >= 3 { $1 = ""; $2 = ""; sub(/^  /, ""); print }')
+  demangled=$("$nm" -DC --defined-only "$lib" |
+    awk 'NF >= 3 && $2 != "A" { $1 = ""; $2 = ""; sub(/^  /, ""); sub(/@+PINPOOL_[A-Z_]*[0-9]+$/, ""); print }')
   special='(typeinfo|typeinfo name|vtable|VTT|construction vtable|guard variable) for '
   while read -r sym; do
     [[ -n $sym ]] || continue

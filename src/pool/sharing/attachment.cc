@@ -15,6 +15,7 @@
 #include "util/status_macros.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 struct Attachment::Impl {
   PoolId id{};
@@ -108,4 +109,5 @@ const PoolId& Attachment::pool_id() const noexcept { return impl_->id; }
 std::size_t Attachment::chunk_size() const noexcept { return impl_->chunk_size; }
 std::size_t Attachment::chunks_mapped() const noexcept { return impl_->count; }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -46,7 +46,7 @@ absl::Status CheckShareable(const PoolOptions& options, bool named_classes);
 WireMessage Describe(WireMessage::Kind kind, const PoolId& id, const PoolOptions& options,
                      std::size_t max_chunks);
 
-// What Adopt received and checked, for Pool::CreateWith.
+// What Adopt received and checked, before it builds the pool.
 struct Handover {
   PoolId id{};
   std::vector<Arena::AdoptedChunk> chunks;

@@ -28,6 +28,7 @@
 #include "pinpool/provider.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 namespace {
 
 std::atomic<unsigned> next_domain_number{0};
@@ -261,4 +262,5 @@ absl::StatusOr<FabricRemote> ToFabricRemote(const Block& block, std::size_t doma
       .length = block.size()};
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

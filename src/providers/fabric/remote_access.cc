@@ -21,6 +21,7 @@
 #include "pinpool/grant_lock.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 class PINPOOL_NO_EXPORT FabricRemoteAccess::Impl final : public GrantHolder {
  public:
@@ -268,4 +269,5 @@ void FabricRemoteAccess::RevokeAllNow() { impl_->RevokeAllNow(); }
 std::size_t FabricRemoteAccess::live_grants() const { return impl_->live(); }
 bool FabricRemoteAccess::range_enforced() const noexcept { return impl_->range_enforced(); }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -16,6 +16,7 @@
 #include "pinpool/provider.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 namespace {
 
 enum class Direction { kWrite, kRead };
@@ -152,4 +153,5 @@ absl::Status FabricReadSync(fid_ep* ep, fid_cq* cq, const Block& into, std::size
               domain);
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -20,6 +20,7 @@
 #include "pinpool/ucx.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 namespace {
 
 std::atomic<unsigned> next_domain_number{0};
@@ -139,4 +140,5 @@ absl::StatusOr<UcxPeerBlock> ToUcxPeerBlock(const Block& block, std::size_t doma
                       .packed_rkey = chunk.rkey()};
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -14,6 +14,7 @@
 #include "pinpool/ucx.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 namespace {
 
 absl::Status CheckRanges(const char* what, const Block& block, std::size_t offset,
@@ -108,4 +109,5 @@ absl::Status UcxFlush(ucp_worker_h worker, ucp_ep_h ep) {
   return UcxWait(worker, ucp_ep_flush_nbx(ep, &param));
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 int VerbsAccess::ibv_flags() const noexcept {
   int flags = 0;
@@ -18,6 +19,7 @@ int VerbsAccess::ibv_flags() const noexcept {
   return flags;
 }
 
+PINPOOL_ABI_END
 namespace internal {
 
 absl::Status CheckVerbsAccess(const VerbsAccess& access, const VerbsDeviceCaps& caps,

@@ -26,6 +26,7 @@
 #include "util/status_macros.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 namespace {
 
 // Numbers the process's verbs domains, so that two PDs on one device get different names in
@@ -177,4 +178,5 @@ void VerbsDomain::Deregister(const Keys& keys) noexcept {
   live_.fetch_sub(1);
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

@@ -5,6 +5,7 @@
 #include "pinpool/verbs.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 ForkMode QueryForkMode() noexcept {
   switch (ibv_is_fork_initialized()) {
@@ -18,4 +19,5 @@ ForkMode QueryForkMode() noexcept {
   return ForkMode::kDisabled;
 }
 
+PINPOOL_ABI_END
 }  // namespace pinpool

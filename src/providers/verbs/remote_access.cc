@@ -26,6 +26,7 @@
 #include "util/status_macros.h"
 
 namespace pinpool {
+PINPOOL_ABI_BEGIN
 
 using internal::WindowPool;
 
@@ -580,4 +581,5 @@ ibv_qp* VerbsRemoteAccess::qp() const noexcept { return impl_->setup().qp; }
 std::size_t VerbsRemoteAccess::live_grants() const { return impl_->live_grants(); }
 std::size_t VerbsRemoteAccess::pending_revocations() const { return impl_->pending_revocations(); }
 
+PINPOOL_ABI_END
 }  // namespace pinpool
