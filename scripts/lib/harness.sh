@@ -9,7 +9,7 @@
 # `repo` is set (read-only) to the repository's root. fail exits 1, skip exits 77 (ctest's
 # SKIP_RETURN_CODE), both after one line on stderr. Defines these functions and variables only:
 # no traps, no directory changes, nothing else run at source time. The guest's own scripts
-# (scripts/softroce/guest-*.sh) report to the host through the guest's ports instead and do not
+# (scripts/softroce/guest-init.sh, guest-session.sh) report to the host through the guest's ports instead and do not
 # use it.
 
 HARNESS_NAME=${1:?usage: source harness.sh NAME}

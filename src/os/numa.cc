@@ -3,10 +3,11 @@
 // verifying where the pages really are (move_pages with no target nodes: a query). Raw syscalls,
 // no libnuma. A kernel without NUMA support (ENOSYS) has one node, 0, and nothing to bind.
 //
-// Facts this relies on (measured in the two-node soft-RoCE guest, docs/numa.md): a mapping bound
-// before first touch is populated on that node by MADV_POPULATE_WRITE and by a registration's
-// pinning faults alike; pinned pages then refuse migration. hugetlb pages come from the node's own
-// pool (/sys/devices/system/node/nodeN/hugepages), not the global count.
+// Facts this relies on (measured in the two-node soft-RoCE guest: docs/softroce.md, "NUMA mode",
+// and docs/growth.md, "NUMA placement"): a mapping bound before first touch is populated on that
+// node by MADV_POPULATE_WRITE and by a registration's pinning faults alike; pinned pages then
+// refuse migration. hugetlb pages come from the node's own pool
+// (/sys/devices/system/node/nodeN/hugepages), not the global count.
 //
 // Thread-safe: only the calling thread's affinity changes (RunOnNodeCpus).
 #include <sched.h>

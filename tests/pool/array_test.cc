@@ -100,7 +100,7 @@ TEST(ArrayTest, ElementsSpanChunksNeverStraddleOneAndCarryEveryDomainsKeys) {
 }
 
 TEST(ArrayTest, AMillionPagesOfFourKiBAcrossManyChunksAgreeWithLookup) {
-  // The size: 10^6 elements of 4 KiB (3.8 GiB) in 64 MiB chunks, registered with a fake
+  // A KV cache's size: 10^6 elements of 4 KiB (3.8 GiB) in 64 MiB chunks, registered with a fake
   // domain and not populated, so the host only reserves the address space.
   auto d = std::make_shared<CountingDomain>();
   PoolOptions o = Options({d}, 4 * kGiB);

@@ -464,7 +464,7 @@ TEST_P(FabricEnforcingTest, RefusesAWritePastAGrantsEnd) {
   for (std::size_t i = 0; i < 8192; ++i) written += t[i] != 0;
   EXPECT_EQ(written, 0u) << GetParam() << " wrote " << written
                          << " bytes of an access crossing the grant's end: remove it from "
-                            "kRangeEnforced (src/domain/fabric_domain.cc)";
+                            "kRangeEnforced (src/providers/fabric/domain.cc)";
 }
 
 TEST_P(FabricEnforcingTest, RefusesAWriteThroughARevokedGrant) {

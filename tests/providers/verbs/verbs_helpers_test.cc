@@ -46,9 +46,9 @@ RegMrContext Context(bool unlimited) {
   return c;
 }
 
-// A device's NUMA node from a sysfs tree laid out as the two-node guest's (docs/numa.md): rxe0 has
-// no device link, its parent netdev's device is a virtio device without numa_node, whose PCI
-// function has one; a hardware device has its own; a virtual netdev (dummy0) has none.
+// A device's NUMA node from a sysfs tree laid out as the two-node guest's (docs/softroce.md, "NUMA
+// mode"): rxe0 has no device link, its parent netdev's device is a virtio device without numa_node,
+// whose PCI function has one; a hardware device has its own; a virtual netdev (dummy0) has none.
 TEST(VerbsDeviceNumaNodeTest, WalksFromTheNetdevToTheFirstAncestorWithANode) {
   namespace fs = std::filesystem;
   const fs::path root = fs::temp_directory_path() / ("pinpool-sysfs-" + std::to_string(getpid()));
