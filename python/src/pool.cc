@@ -221,13 +221,19 @@ PyObject* AllocationError(PoolObject& p, std::size_t size, std::size_t alignment
                           const ClassId* cls) {
   Pool& pool = *p.state->pool;
   if (size > pool.max_block_size()) {
+    // The largest block any pool has: 7/8 of the largest chunk, 1 GiB.
+    constexpr std::size_t kLargestBlock = (std::size_t{1} << 30) / 8 * 7;
+    const std::string chunk_fix =
+        size <= kLargestBlock ? ", or create the pool with a larger chunk_size (up to 1GiB: its "
+                                "blocks reach 7/8 of it)"
+                              : " (no chunk_size makes a block that large: 1GiB chunks give "
+                                "blocks of at most 896 MiB)";
     SetError(absl::StatusCode::kInvalidArgument,
-             absl::StrFormat(
-                 "allocate(%u): larger than the pool's largest block, %s (7/8 of its chunk_size, "
-                 "%s: a block never spans two registrations); allocate an array of pages "
-                 "instead (Pool.allocate_array), or create the pool with a larger chunk_size "
-                 "(up to 1GiB)",
-                 size, FormatBytes(pool.max_block_size()), FormatBytes(pool.chunk_size())));
+             absl::StrFormat("allocate(%u): larger than the pool's largest block, %s (7/8 of its "
+                             "chunk_size, %s: a block never spans two registrations); allocate "
+                             "an array of pages instead (Pool.allocate_array)%s",
+                             size, FormatBytes(pool.max_block_size()),
+                             FormatBytes(pool.chunk_size()), chunk_fix));
     return nullptr;
   }
   if ((alignment & (alignment - 1)) != 0 || alignment > pool.chunk_size()) {

@@ -96,6 +96,15 @@ def test_larger_than_the_largest_block_names_the_fix(pool):
     assert pool.allocate(pool.max_block_size).size == pool.max_block_size
 
 
+def test_a_tensor_larger_than_any_block_is_refused_naming_the_fix():
+    """pin_memory's 2.25 GiB tensor: no block is that large (7/8 of a 1 GiB chunk at most)."""
+    with pinpool.Pool(budget="4GiB", chunk_size="1GiB") as p:
+        with pytest.raises(pinpool.InvalidArgumentError) as e:
+            p.allocate("2.25GiB")
+        assert "allocate_array" in str(e.value) and "896 MiB" in str(e.value)
+        assert p.stats()["mapped_bytes"] == 0  # refused before anything was mapped
+
+
 def test_the_budget_spent_is_a_memory_error():
     with pinpool.Pool(budget="4MiB", chunk_size="2MiB") as p:
         blocks = []
