@@ -29,6 +29,7 @@ import argparse
 import functools
 import sys
 import time
+import warnings
 
 import numpy
 import torch
@@ -160,6 +161,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
+    # torch warns when there are more workers than CPUs: the measurement asks for four.
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
     sizes = [1] if args.smoke else [1, 4, 16, 64]
     workers = 2 if args.smoke else 4
     check_every = 1 if args.smoke else 8

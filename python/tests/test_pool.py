@@ -113,3 +113,20 @@ def test_background_start(pool):
     with pinpool.Pool(initial_size="8MiB", initial_size_in_background=True, **SMALL) as p:
         p.await_initial_size(60)
         assert p.ready and p.stats()["mapped_bytes"] >= 8 << 20
+
+
+def test_serve_metrics_on_a_socket(pool, tmp_path):
+    import socket
+    path = tmp_path / "metrics.sock"
+    pool.serve_metrics(path)
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(path))
+        text = b""
+        while chunk := s.recv(65536):
+            text += chunk
+    assert text.decode().rstrip().endswith("# EOF")
+    with pytest.raises(pinpool.AlreadyExistsError):
+        with pinpool.Pool(**SMALL) as other:
+            other.serve_metrics(path)
+    pool.stop_serving_metrics()
+    assert not path.exists()

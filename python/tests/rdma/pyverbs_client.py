@@ -6,7 +6,8 @@ object per line.
 
 Commands: {"op": "connect", "peer": endpoint} (after which the client answers with its own
 endpoint), {"op": "read", "descriptor": hex, "pages": [...], "expect": "pattern"|"refused",
-"generation": g}; "new_qp" makes a fresh QP (an RC QP that saw an error stays in the error state);
+"generation": g}; {"op": "read_block", "address", "rkey", "length", "pages": [page], ...} reads one granted block;
+"new_qp" makes a fresh QP (an RC QP that saw an error stays in the error state);
 "quit" ends. Every answer is {"ok": bool, ...}."""
 
 import json
@@ -114,14 +115,18 @@ def main():
         elif cmd["op"] == "connect":
             client.connect(cmd["peer"])
             answer(ok=True)
-        elif cmd["op"] == "read":
-            d = pinpool_descriptor.Descriptor.decode(bytes.fromhex(cmd["descriptor"]))
+        elif cmd["op"] in ("read", "read_block"):
+            if cmd["op"] == "read":
+                d = pinpool_descriptor.Descriptor.decode(bytes.fromhex(cmd["descriptor"]))
+            else:  # one granted block, as (address, rkey, length), holding page pages[0]
+                d = {cmd["pages"][0]: pinpool_descriptor.RemoteElement(
+                    cmd["address"], cmd["length"], (cmd["rkey"],))}
             results = []
             for page in cmd["pages"]:
                 status, data = client.read(d[page])
                 if cmd["expect"] == "pattern":
                     good = status == e.IBV_WC_SUCCESS and numpy.array_equal(
-                        data, pattern(page, d.element_size, cmd["generation"]))
+                        data, pattern(page, len(data), cmd["generation"]))
                 else:  # refused: a remote access error, and not one byte landed
                     good = status == e.IBV_WC_REM_ACCESS_ERR and bool((data == SENTINEL).all())
                 results.append({"page": page, "status": int(status), "good": good})

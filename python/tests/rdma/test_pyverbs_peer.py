@@ -124,7 +124,24 @@ def test_a_pyverbs_peer_reads_granted_pages_and_nothing_after_reuse(domain):
         reply = peer.ask(op="read", descriptor=pinpool.describe_grants(fresh, grants).hex(),
                          pages=rng.sample(range(PAGES), 16), expect="pattern", generation=2)
         assert reply["ok"], reply
-        assert peer.ask(op="quit")["ok"], "the client loaded pinpool's library"
         access.close()
         fresh.free()
+
+        # One block, granted and revoked: readable through its grant's (address, rkey, length),
+        # refused once revoked, its bytes untouched.
+        qp = peer.connect(domain)
+        access = pinpool.RemoteAccess(pool, qp)
+        with pool.allocate(PAGE) as block:
+            numpy.asarray(block)[:] = pattern(7, 3)
+            grant = access.grant(block, read=True)
+            assert grant.length == PAGE and grant.remote == (grant.address, grant.rkey, PAGE)
+            remote = dict(address=grant.address, rkey=grant.rkey, length=grant.length, pages=[7])
+            assert peer.ask(op="read_block", expect="pattern", generation=3, **remote)["ok"]
+            access.revoke(grant)
+            assert access.ended(grant)
+            qp = peer.connect(domain)
+            assert peer.ask(op="read_block", expect="refused", generation=3, **remote)["ok"]
+            assert numpy.array_equal(numpy.asarray(block), pattern(7, 3))
+        access.close()
+        assert peer.ask(op="quit")["ok"], "the client loaded pinpool's library"
     assert peer.process.wait(60) == 0
