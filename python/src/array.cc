@@ -1,11 +1,11 @@
 // pinpool.Array (array.h).
 #include "array.h"
 
+#include <pybind11/stl.h>
+
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <pybind11/stl.h>
 
 #include "absl/strings/str_format.h"
 #include "errors.h"
@@ -31,9 +31,10 @@ void ArrayObject::ViewGone() noexcept {
 const Array& ArrayObject::Usable(const char* what) const {
   CheckNotForked(generation_, "array");
   if (state_ != State::kLive) {
-    ThrowFreed(absl::StrFormat("%s of a freed array: views made before (elements, runs, numpy "
-                               "arrays, tensors) still work, and keep the memory until they go",
-                               what));
+    ThrowFreed(
+        absl::StrFormat("%s of a freed array: views made before (elements, runs, numpy "
+                        "arrays, tensors) still work, and keep the memory until they go",
+                        what));
   }
   if (pool_->handed_over) {
     ThrowFreed(absl::StrFormat("%s of an array of a pool handed over to its successor", what));
@@ -76,8 +77,8 @@ struct RunValue {
 
 std::size_t Index(const Array& a, py::handle i) {
   if (PyBool_Check(i.ptr()) || !PyIndex_Check(i.ptr())) {
-    throw py::type_error(absl::StrFormat("array indices are ints, not %s",
-                                         Py_TYPE(i.ptr())->tp_name));
+    throw py::type_error(
+        absl::StrFormat("array indices are ints, not %s", Py_TYPE(i.ptr())->tp_name));
   }
   const Py_ssize_t n = PyNumber_AsSsize_t(i.ptr(), PyExc_IndexError);
   if (n == -1 && PyErr_Occurred()) throw py::error_already_set();
@@ -120,8 +121,8 @@ void AddArray(py::module_& m) {
       .def_readonly("nbytes", &RunValue::nbytes)
       .def_readonly("keys", &RunValue::keys)
       .def("__repr__", [](const RunValue& r) {
-        return absl::StrFormat("Run(index=%u, address=%#x, chunk=%u, first=%u, count=%u)",
-                               r.index, r.address, r.chunk, r.first, r.count);
+        return absl::StrFormat("Run(index=%u, address=%#x, chunk=%u, first=%u, count=%u)", r.index,
+                               r.address, r.chunk, r.first, r.count);
       });
 
   py::class_<ArrayObject>(m, "Array",
@@ -134,10 +135,10 @@ void AddArray(py::module_& m) {
                           "view of it lives.")
       .def("__len__", [](const ArrayObject& a) { return a.Usable("len()").size(); })
       .def_property_readonly(
-          "count", [](const ArrayObject& a) { return a.Usable("count").size(); },
-          "Elements.")
+          "count", [](const ArrayObject& a) { return a.Usable("count").size(); }, "Elements.")
       .def_property_readonly(
-          "element_size", [](const ArrayObject& a) { return a.Usable("element_size").element_size(); })
+          "element_size",
+          [](const ArrayObject& a) { return a.Usable("element_size").element_size(); })
       .def_property_readonly(
           "stride", [](const ArrayObject& a) { return a.Usable("stride").stride(); },
           "Bytes from one element's start to the next one's in the same run.")
@@ -211,14 +212,16 @@ void AddArray(py::module_& m) {
            "free()\n\nGives the array back to its pool once no view of it lives (elements, "
            "runs and what was made from them). Every later use raises FreedError. Runs a grant "
            "can still reach are held until the grant is revoked.")
-      .def("__enter__", [](py::object self) {
-        self.cast<ArrayObject&>().Usable("with");
-        return self;
-      })
-      .def("__exit__", [](ArrayObject& a, py::args) {
-        a.Free();
-        return false;
-      })
+      .def("__enter__",
+           [](py::object self) {
+             self.cast<ArrayObject&>().Usable("with");
+             return self;
+           })
+      .def("__exit__",
+           [](ArrayObject& a, py::args) {
+             a.Free();
+             return false;
+           })
       .def("__repr__", [](const ArrayObject& a) {
         if (a.freed()) return std::string("<pinpool.Array, freed>");
         const Array& array = a.Usable("repr");

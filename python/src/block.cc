@@ -94,9 +94,8 @@ PyObject* Repr(PyObject* self) {
   auto* b = reinterpret_cast<BlockObject*>(self);
   std::string where = b->parent == nullptr ? "" : " (a view)";
   if (b->state != BlockState::kLive) {
-    return PyUnicode_FromString(absl::StrFormat("<pinpool.Block of %u bytes, freed%s>", b->size,
-                                                where)
-                                    .c_str());
+    return PyUnicode_FromString(
+        absl::StrFormat("<pinpool.Block of %u bytes, freed%s>", b->size, where).c_str());
   }
   return PyUnicode_FromString(absl::StrFormat("<pinpool.Block of %u bytes at %#x%s>", b->size,
                                               reinterpret_cast<std::uintptr_t>(b->data), where)
@@ -168,9 +167,8 @@ PyObject* DLPack(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* max_version = Py_None;
   PyObject* dl_device = Py_None;
   PyObject* copy = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__",
-                                   const_cast<char**>(keywords), &stream, &max_version,
-                                   &dl_device, &copy)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", const_cast<char**>(keywords),
+                                   &stream, &max_version, &dl_device, &copy)) {
     return nullptr;
   }
   auto* b = reinterpret_cast<BlockObject*>(self);
@@ -303,11 +301,9 @@ PyGetSetDef getset[] = {
     {"address", GetAddress, nullptr, "The block's address in this process (an int).", nullptr},
     {"size", GetSize, nullptr, "Bytes asked for (the buffer's length).", nullptr},
     {"nbytes", GetSize, nullptr, "The same as size (as numpy and torch name it).", nullptr},
-    {"freed", GetFreed, nullptr, "True once free() (or the end of its `with`) ended it.",
-     nullptr},
+    {"freed", GetFreed, nullptr, "True once free() (or the end of its `with`) ended it.", nullptr},
     {"parent", GetParent, nullptr,
-     "The Array or Attachment whose memory this view shows; None for a block of its own.",
-     nullptr},
+     "The Array or Attachment whose memory this view shows; None for a block of its own.", nullptr},
     {"chunk", GetChunk, nullptr,
      "The index of the chunk (one registration) the block lies in; None for an attachment's "
      "memory.",
@@ -402,8 +398,8 @@ PyObject* NewView(py::handle parent, ViewParent* state, void* data, std::size_t 
 
 BlockObject& UsableBlock(py::handle object, const char* what) {
   if (!PyObject_TypeCheck(object.ptr(), &BlockType)) {
-    throw py::type_error(absl::StrFormat("%s: a pinpool.Block, not %s", what,
-                                         Py_TYPE(object.ptr())->tp_name));
+    throw py::type_error(
+        absl::StrFormat("%s: a pinpool.Block, not %s", what, Py_TYPE(object.ptr())->tp_name));
   }
   auto* b = reinterpret_cast<BlockObject*>(object.ptr());
   if (!Usable(b, what)) throw py::error_already_set();

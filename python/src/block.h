@@ -58,19 +58,19 @@ enum class BlockState : std::uint8_t {
 };
 
 struct BlockObject {
-  PyObject_HEAD
+  PyObject ob_base;  // PyObject_HEAD
   void* data;
   std::size_t size;
-  const ChunkInfo* chunk;            // keys; null for an attachment's memory
-  std::shared_ptr<PoolState> pool;   // an owned block's pool (empty for a view)
-  PyObject* parent;                  // a view's parent (strong reference); null when owned
-  ViewParent* parent_state;          // the parent's C++ side
+  const ChunkInfo* chunk;           // keys; null for an attachment's memory
+  std::shared_ptr<PoolState> pool;  // an owned block's pool (empty for a view)
+  PyObject* parent;                 // a view's parent (strong reference); null when owned
+  ViewParent* parent_state;         // the parent's C++ side
   PyObject* weakrefs;
-  std::uint64_t generation;          // fork.h
-  std::uint32_t holds;               // buffer exports and DLPack tensors alive
+  std::uint64_t generation;  // fork.h
+  std::uint32_t holds;       // buffer exports and DLPack tensors alive
   BlockState state;
-  bool raw_exported;                 // a buffer was requested without a format
-  bool granted;                      // a grant was made on it: its free may revoke (GIL released)
+  bool raw_exported;  // a buffer was requested without a format
+  bool granted;       // a grant was made on it: its free may revoke (GIL released)
 };
 
 extern PyTypeObject BlockType;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "errors.h"
 #include "fork.h"
+#include "gil.h"
 #include "pinpool/io_uring.h"
 #include "pinpool/verbs.h"
 #include "sizes.h"
@@ -60,8 +61,7 @@ void AddDomains(py::module_& m) {
                            "protection domain, an io_uring buffer table, or host memory pinned "
                            "or locked without a device. Make one with VerbsDomain(), "
                            "IoUringDomain(), long_term_pin_domain() or resident_domain().")
-      .def_property_readonly(
-          "name", [](DomainObject& d) { return Usable<Domain>(d).name(); })
+      .def_property_readonly("name", [](DomainObject& d) { return Usable<Domain>(d).name(); })
       .def_property_readonly(
           "kind", [](DomainObject& d) { return DomainKindName(Usable<Domain>(d).kind()); },
           "'host', 'verbs', 'io_uring' or 'custom'.")
@@ -72,18 +72,14 @@ void AddDomains(py::module_& m) {
       .def("__repr__", [](DomainObject& d) {
         if (Stale(d.generation)) return std::string("<pinpool.Domain of the parent process>");
         return absl::StrFormat("<pinpool.Domain '%s' (%s, %s)>", d.domain->name(),
-                               DomainKindName(d.domain->kind()),
-                               PinningName(d.domain->pinning()));
+                               DomainKindName(d.domain->kind()), PinningName(d.domain->pinning()));
       });
 
   m.def(
       "long_term_pin_domain",
       []() {
-        absl::StatusOr<std::shared_ptr<Domain>> d;
-        {
-          py::gil_scoped_release unlocked;
-          d = MakeLongTermPinDomain();
-        }
+        absl::StatusOr<std::shared_ptr<Domain>> d =
+            WithoutGil([&] { return MakeLongTermPinDomain(); });
         return std::make_unique<DomainObject>(Take(std::move(d)));
       },
       "long_term_pin_domain() -> Domain\n\nLong-term pinned host memory (what a pool without "
@@ -91,7 +87,8 @@ void AddDomains(py::module_& m) {
       "PermissionDeniedError or UnimplementedError, naming the cause, where io_uring cannot "
       "pin.");
   m.def(
-      "resident_domain", []() { return std::make_unique<DomainObject>(MakeResidentNotPinnedDomain()); },
+      "resident_domain",
+      []() { return std::make_unique<DomainObject>(MakeResidentNotPinnedDomain()); },
       "resident_domain() -> Domain\n\nResident, NOT pinned (mlock): the pages stay in memory but "
       "may move; not for DMA. Counted in VmLck.");
 
@@ -104,26 +101,21 @@ void AddDomains(py::module_& m) {
       "chunk's rkey then opens to any peer that learns it (trusted peers only: grant blocks "
       "instead, RemoteAccess). NotFoundError without a device, PermissionDeniedError without "
       "access to /dev/infiniband.")
-      .def(py::init([](const std::string& device, bool local_write, py::object trusted,
-                       bool on_demand) {
-             VerbsOptions options{.device = device,
-                                  .access = VerbsAccess{
-                                      .local_write = local_write,
-                                      .trusted_whole_chunk =
-                                          ToRights(trusted, "trusted_whole_chunk"),
-                                      .on_demand = on_demand}};
-             absl::StatusOr<std::shared_ptr<VerbsDomain>> d;
-             {
-               py::gil_scoped_release unlocked;
-               d = VerbsDomain::Open(options);
-             }
-             return std::make_unique<VerbsDomainObject>(Take(std::move(d)));
-           }),
+      .def(py::init(
+               [](const std::string& device, bool local_write, py::object trusted, bool on_demand) {
+                 VerbsOptions options{.device = device,
+                                      .access = VerbsAccess{.local_write = local_write,
+                                                            .trusted_whole_chunk = ToRights(
+                                                                trusted, "trusted_whole_chunk"),
+                                                            .on_demand = on_demand}};
+                 absl::StatusOr<std::shared_ptr<VerbsDomain>> d =
+                     WithoutGil([&] { return VerbsDomain::Open(options); });
+                 return std::make_unique<VerbsDomainObject>(Take(std::move(d)));
+               }),
            py::arg("device") = "", py::kw_only(), py::arg("local_write") = true,
            py::arg("trusted_whole_chunk") = py::none(), py::arg("on_demand") = false)
       .def_property_readonly(
-          "device_name",
-          [](VerbsDomainObject& d) { return Usable<VerbsDomain>(d).device_name(); })
+          "device_name", [](VerbsDomainObject& d) { return Usable<VerbsDomain>(d).device_name(); })
       .def_property_readonly(
           "max_mr_size", [](VerbsDomainObject& d) { return Usable<VerbsDomain>(d).max_mr_size(); })
       .def_property_readonly(
@@ -156,11 +148,8 @@ void AddDomains(py::module_& m) {
                  .slots = static_cast<std::uint32_t>(ToCount(slots, "slots")),
                  .register_table = true};
              const auto n = static_cast<unsigned>(ToCount(entries, "entries"));
-             absl::StatusOr<std::shared_ptr<IoUringDomain>> d;
-             {
-               py::gil_scoped_release unlocked;
-               d = IoUringDomain::Create(n, options);
-             }
+             absl::StatusOr<std::shared_ptr<IoUringDomain>> d =
+                 WithoutGil([&] { return IoUringDomain::Create(n, options); });
              return std::make_unique<IoUringDomainObject>(Take(std::move(d)));
            }),
            py::arg("entries") = 64, py::kw_only(), py::arg("first_slot") = 0,

@@ -107,9 +107,7 @@ void SetError(absl::StatusCode code, const std::string& message) {
 
 void SetFreedError(const std::string& message) { PyErr_SetString(freed_class, message.c_str()); }
 
-void SetForkedError(const std::string& message) {
-  PyErr_SetString(forked_class, message.c_str());
-}
+void SetForkedError(const std::string& message) { PyErr_SetString(forked_class, message.c_str()); }
 
 void Throw(absl::StatusCode code, const std::string& message) {
   SetError(code, message);

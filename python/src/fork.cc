@@ -13,15 +13,9 @@ namespace pinpool::python {
 std::atomic<std::uint64_t> fork_generation{1};
 
 namespace {
+
 void InChild() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
-}  // namespace
 
-void WatchForks() {
-  static const bool installed = pthread_atfork(nullptr, nullptr, InChild) == 0;
-  (void)installed;
-}
-
-namespace {
 std::string ForkedMessage(const char* what) {
   return absl::StrFormat(
       "this %s belongs to the parent process: a fork() child has no mapping of the pool's "
@@ -30,7 +24,13 @@ std::string ForkedMessage(const char* what) {
       "(docs/python.md, \"fork\")",
       what);
 }
+
 }  // namespace
+
+void WatchForks() {
+  static const bool installed = pthread_atfork(nullptr, nullptr, InChild) == 0;
+  (void)installed;
+}
 
 void CheckNotForked(std::uint64_t generation, const char* what) {
   if (Stale(generation)) ThrowForked(ForkedMessage(what));

@@ -39,7 +39,8 @@ PYBIND11_MODULE(_pinpool, m) {
   AddQueuePair(m);
   AddRemoteAccess(m);
   m.def(
-      "parse_size", [](pybind11::handle size) { return ToSize(size, "size"); }, pybind11::arg("size"),
+      "parse_size", [](pybind11::handle size) { return ToSize(size, "size"); },
+      pybind11::arg("size"),
       "parse_size(size) -> int\n\nBytes of a size as pinpool's options take it: an int, or a "
       "string such as '4096', '64KiB', '1GiB', '1.5GiB', '2M' (K, M, G, T are powers of 1024). "
       "InvalidArgumentError (a ValueError) for a negative size, an unknown or ambiguous unit "

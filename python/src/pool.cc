@@ -22,6 +22,7 @@
 #include "domains.h"
 #include "errors.h"
 #include "fork.h"
+#include "gil.h"
 #include "raw_call.h"
 #include "sizes.h"
 
@@ -192,8 +193,8 @@ PoolOptions OptionsFrom(const py::dict& kwargs, py::list& domains) {
         o.classes.push_back(c.cast<BufferClass>());
       }
     } else {
-      throw py::type_error(absl::StrFormat("unexpected option '%s' (docs/python.md lists them)",
-                                           key));
+      throw py::type_error(
+          absl::StrFormat("unexpected option '%s' (docs/python.md lists them)", key));
     }
   }
   return o;
@@ -238,8 +239,8 @@ PyObject* AllocationError(PoolObject& p, std::size_t size, std::size_t alignment
   }
   if ((alignment & (alignment - 1)) != 0 || alignment > pool.chunk_size()) {
     SetError(absl::StatusCode::kInvalidArgument,
-             absl::StrFormat("alignment %u: a power of two, at most the chunk size (%s)",
-                             alignment, FormatBytes(pool.chunk_size())));
+             absl::StrFormat("alignment %u: a power of two, at most the chunk size (%s)", alignment,
+                             FormatBytes(pool.chunk_size())));
     return nullptr;
   }
   if (p.quiesced) {
@@ -310,8 +311,7 @@ PyObject* Allocate(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
     return nullptr;
   }
   if (size == 0) {
-    SetError(absl::StatusCode::kInvalidArgument,
-             "allocate(0): a block has at least one byte");
+    SetError(absl::StatusCode::kInvalidArgument, "allocate(0): a block has at least one byte");
     return nullptr;
   }
   if (alignment == 0) {
@@ -321,20 +321,19 @@ PyObject* Allocate(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   const ClassId* cls = nullptr;
   if (cls_arg != nullptr && cls_arg != Py_None) {
     Py_ssize_t length = 0;
-    const char* name = PyUnicode_Check(cls_arg) ? PyUnicode_AsUTF8AndSize(cls_arg, &length)
-                                                : nullptr;
+    const char* name =
+        PyUnicode_Check(cls_arg) ? PyUnicode_AsUTF8AndSize(cls_arg, &length) : nullptr;
     if (name == nullptr) {
       if (!PyErr_Occurred()) {
-        PyErr_Format(PyExc_TypeError, "cls: a class name (str), not %s",
-                     Py_TYPE(cls_arg)->tp_name);
+        PyErr_Format(PyExc_TypeError, "cls: a class name (str), not %s", Py_TYPE(cls_arg)->tp_name);
       }
       return nullptr;
     }
     auto it = state.classes.find(std::string(name, length));
     if (it == state.classes.end()) {
-      SetError(absl::StatusCode::kNotFound,
-               absl::StrFormat("cls '%s': the pool has no class of that name (Pool.classes)",
-                               name));
+      SetError(
+          absl::StatusCode::kNotFound,
+          absl::StrFormat("cls '%s': the pool has no class of that name (Pool.classes)", name));
       return nullptr;
     }
     cls = &it->second;
@@ -432,13 +431,11 @@ void AddPool(py::module_& m) {
              }
              if (scrub != ScrubName(c.scrub)) {
                Throw(absl::StatusCode::kInvalidArgument,
-                     absl::StrFormat("scrub '%s': 'none', 'on_reuse' or 'on_class_change'",
-                                     scrub));
+                     absl::StrFormat("scrub '%s': 'none', 'on_reuse' or 'on_class_change'", scrub));
              }
              return c;
            }),
-           py::arg("name"), py::arg("reserved") = 0, py::arg("cap") = 0,
-           py::arg("scrub") = "none")
+           py::arg("name"), py::arg("reserved") = 0, py::arg("cap") = 0, py::arg("scrub") = "none")
       .def_readonly("name", &BufferClass::name)
       .def_readonly("reserved", &BufferClass::reserved)
       .def_readonly("cap", &BufferClass::cap)
@@ -462,11 +459,8 @@ void AddPool(py::module_& m) {
   cls.def(py::init([](py::kwargs kwargs) {
     py::list domains;
     PoolOptions options = OptionsFrom(kwargs, domains);
-    absl::StatusOr<std::unique_ptr<Pool>> pool;
-    {
-      py::gil_scoped_release unlocked;
-      pool = Pool::Create(std::move(options));
-    }
+    absl::StatusOr<std::unique_ptr<Pool>> pool =
+        WithoutGil([&] { return Pool::Create(std::move(options)); });
     auto object = std::make_unique<PoolObject>();
     object->state = std::make_shared<PoolState>(Take(std::move(pool)));
     object->domains = std::move(domains);
@@ -487,11 +481,8 @@ void AddPool(py::module_& m) {
            const std::size_t n = ToCount(count, "count");
            const std::size_t size = ToSize(element_size, "element_size");
            const std::size_t align = ToSize(alignment, "alignment");
-           absl::StatusOr<Array> array;
-           {
-             py::gil_scoped_release unlocked;
-             array = state.pool->AllocateArray(n, size, align);
-           }
+           absl::StatusOr<Array> array =
+               WithoutGil([&] { return state.pool->AllocateArray(n, size, align); });
            return NewArrayObject(p.state, Take(std::move(array)));
          },
          py::arg("count"), py::arg("element_size"), py::arg("alignment") = 1,
@@ -505,12 +496,7 @@ void AddPool(py::module_& m) {
           [](PoolObject& p, py::object bytes) {
             PoolState& state = p.Open("reserve");
             const std::size_t n = ToSize(bytes, "bytes");
-            absl::Status s;
-            {
-              py::gil_scoped_release unlocked;
-              s = state.pool->Reserve(n);
-            }
-            Check(s);
+            Check(WithoutGil([&] { return state.pool->Reserve(n); }));
           },
           py::arg("bytes"),
           "reserve(bytes)\n\nMaps and registers chunks until at least `bytes` are mapped "
@@ -522,12 +508,7 @@ void AddPool(py::module_& m) {
             PoolState& state = p.Open("replenish");
             const std::size_t n =
                 max_chunks.is_none() ? SIZE_MAX : ToCount(max_chunks, "max_chunks");
-            absl::Status s;
-            {
-              py::gil_scoped_release unlocked;
-              s = state.pool->Replenish(n);
-            }
-            Check(s);
+            Check(WithoutGil([&] { return state.pool->Replenish(n); }));
           },
           py::arg("max_chunks") = py::none(),
           "replenish(max_chunks=None)\n\nAdds chunks until the low watermark is met (for an "
@@ -556,19 +537,16 @@ void AddPool(py::module_& m) {
           [](PoolObject& p, py::object timeout) {
             PoolState& state = p.Open("await_initial_size");
             const std::chrono::nanoseconds t = ToTimeout(timeout);
-            absl::Status s;
-            {
-              py::gil_scoped_release unlocked;
-              s = state.pool->AwaitInitialSize(t);
-            }
-            Check(s);
+            Check(WithoutGil([&] { return state.pool->AwaitInitialSize(t); }));
           },
           py::arg("timeout") = py::none(),
           "await_initial_size(timeout=None)\n\nWaits (GIL released) until all of initial_size "
           "is mapped; DeadlineExceededError after `timeout` seconds, or the start-up's error.")
       .def_property_readonly(
           "last_growth_error",
-          [](PoolObject& p) { return ErrorObject(p.Open("last_growth_error").pool->last_growth_error()); },
+          [](PoolObject& p) {
+            return ErrorObject(p.Open("last_growth_error").pool->last_growth_error());
+          },
           "Why the last growth failed, as an exception object (not raised), or None.")
       .def(
           "class_error",
@@ -599,11 +577,7 @@ void AddPool(py::module_& m) {
           "stats",
           [](PoolObject& p) {
             PoolState& state = p.Open("stats");
-            std::string json;
-            {
-              py::gil_scoped_release unlocked;
-              json = state.pool->GetStats().ToJson();
-            }
+            const std::string json = WithoutGil([&] { return state.pool->GetStats().ToJson(); });
             return py::module_::import("json").attr("loads")(json);
           },
           "stats() -> dict\n\nA snapshot of the pool's figures, with the names of its JSON "
@@ -626,12 +600,7 @@ void AddPool(py::module_& m) {
             PoolState& state = p.Open("serve_metrics");
             const std::string where =
                 py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
-            absl::Status s;
-            {
-              py::gil_scoped_release unlocked;
-              s = state.pool->ServeMetrics(where);
-            }
-            Check(s);
+            Check(WithoutGil([&] { return state.pool->ServeMetrics(where); }));
           },
           py::arg("path"),
           "serve_metrics(path)\n\nServes metrics() on a Unix socket at `path` (mode 0600) for "
@@ -647,8 +616,8 @@ void AddPool(py::module_& m) {
             std::optional<pinpool::Location> at =
                 state.pool->Lookup(reinterpret_cast<const void*>(address));
             if (!at) return py::none();
-            return py::cast(Location{address, at->chunk().index,
-                                     KeysOf(&state, &at->chunk(), address)});
+            return py::cast(
+                Location{address, at->chunk().index, KeysOf(&state, &at->chunk(), address)});
           },
           py::arg("address"),
           "lookup(address) -> Location | None\n\nThe chunk and keys of any address inside the "
@@ -659,14 +628,14 @@ void AddPool(py::module_& m) {
             return p.Open("contains").pool->Contains(reinterpret_cast<const void*>(address));
           },
           py::arg("address"), "contains(address) -> bool")
-      .def_property_readonly(
-          "chunk_size", [](PoolObject& p) { return p.Open("chunk_size").pool->chunk_size(); })
+      .def_property_readonly("chunk_size",
+                             [](PoolObject& p) { return p.Open("chunk_size").pool->chunk_size(); })
       .def_property_readonly(
           "max_block_size",
           [](PoolObject& p) { return p.Open("max_block_size").pool->max_block_size(); },
           "The largest size allocate() serves: 7/8 of chunk_size.")
-      .def_property_readonly(
-          "budget", [](PoolObject& p) { return p.Open("budget").pool->options().budget; })
+      .def_property_readonly("budget",
+                             [](PoolObject& p) { return p.Open("budget").pool->options().budget; })
       .def_property_readonly(
           "id",
           [](PoolObject& p) {
@@ -678,8 +647,7 @@ void AddPool(py::module_& m) {
           "domains", [](PoolObject& p) { return p.domains; },
           "The Domain objects the pool registers with, in order (empty: the default long-term "
           "pin).")
-      .def_property_readonly(
-          "closed", [](PoolObject& p) { return p.state == nullptr; })
+      .def_property_readonly("closed", [](PoolObject& p) { return p.state == nullptr; })
       .def(
           "close",
           [](PoolObject& p) {
@@ -690,15 +658,17 @@ void AddPool(py::module_& m) {
           "FreedError. The C++ pool (its chunks, registrations and pins) is destroyed at once "
           "when no block, array or remote access of it is left, else when the last goes. "
           "Closing twice does nothing.")
-      .def("__enter__", [](py::object self) {
-        self.cast<PoolObject&>().Open("with");
-        return self;
-      })
-      .def("__exit__", [](PoolObject& p, py::args) {
-        if (p.state != nullptr) CheckNotForked(p.state->generation, "pool");
-        p.state.reset();
-        return false;
-      })
+      .def("__enter__",
+           [](py::object self) {
+             self.cast<PoolObject&>().Open("with");
+             return self;
+           })
+      .def("__exit__",
+           [](PoolObject& p, py::args) {
+             if (p.state != nullptr) CheckNotForked(p.state->generation, "pool");
+             p.state.reset();
+             return false;
+           })
       .def("__repr__", [](PoolObject& p) {
         if (p.state == nullptr) return std::string("<pinpool.Pool, closed>");
         if (Stale(p.state->generation)) return std::string("<pinpool.Pool of the parent process>");

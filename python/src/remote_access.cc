@@ -3,6 +3,8 @@
 // decodes (pinpool_descriptor.py). The access holds its pool and its queue pair, so both outlive
 // it, as the C++ contract asks; quiesce() needs every access closed first.
 // Thread safety: with the GIL held; every call that posts, registers or deregisters releases it.
+#include "remote_access.h"
+
 #include <pybind11/stl.h>
 
 #include <memory>
@@ -15,6 +17,7 @@
 #include "block.h"
 #include "errors.h"
 #include "fork.h"
+#include "gil.h"
 #include "pinpool/descriptor.h"
 #include "pinpool/verbs_remote_access.h"
 #include "pool.h"
@@ -42,6 +45,12 @@ struct RemoteAccessObject {
   RemoteAccessObject(const RemoteAccessObject&) = delete;
   RemoteAccessObject& operator=(const RemoteAccessObject&) = delete;
 
+  // Revokes every grant (deregistrations, window deallocations) and ends the access.
+  void Close() {
+    CheckNotForked(generation, "remote access");
+    WithoutGil([&] { access.reset(); });
+  }
+
   VerbsRemoteAccess& Open(const char* what) const {
     CheckNotForked(generation, "remote access");
     if (access == nullptr) ThrowFreed(absl::StrFormat("%s: the remote access is closed", what));
@@ -60,7 +69,8 @@ RemoteRights Rights(bool read, bool write, bool atomic) {
 }
 
 GrantMechanism ToMechanism(const std::string& name) {
-  for (GrantMechanism m : {GrantMechanism::kAuto, GrantMechanism::kWindow, GrantMechanism::kRegion}) {
+  for (GrantMechanism m :
+       {GrantMechanism::kAuto, GrantMechanism::kWindow, GrantMechanism::kRegion}) {
     if (name == GrantMechanismName(m)) return m;
   }
   Throw(absl::StatusCode::kInvalidArgument,
@@ -70,8 +80,8 @@ GrantMechanism ToMechanism(const std::string& name) {
 // The Array of an Array object, usable.
 const Array& ArrayOf(py::handle array, const char* what) {
   if (!py::isinstance<ArrayObject>(array)) {
-    throw py::type_error(absl::StrFormat("%s: a pinpool.Array, not %s", what,
-                                         Py_TYPE(array.ptr())->tp_name));
+    throw py::type_error(
+        absl::StrFormat("%s: a pinpool.Array, not %s", what, Py_TYPE(array.ptr())->tp_name));
   }
   return array.cast<const ArrayObject&>().Usable(what);
 }
@@ -98,9 +108,8 @@ void AddRemoteAccess(py::module_& m) {
           },
           "(address, rkey, length): what the peer puts in its work request.")
       .def("__repr__", [](const RemoteGrant& g) {
-        return absl::StrFormat("Grant(address=%#x, rkey=%#x, length=%u, mechanism='%s')",
-                               g.address, ToUnderlying(g.rkey), g.length,
-                               GrantMechanismName(g.mechanism));
+        return absl::StrFormat("Grant(address=%#x, rkey=%#x, length=%u, mechanism='%s')", g.address,
+                               ToUnderlying(g.rkey), g.length, GrantMechanismName(g.mechanism));
       });
 
   py::class_<RemoteAccessObject>(
@@ -127,11 +136,8 @@ void AddRemoteAccess(py::module_& m) {
              options.domain = domain;
              options.mechanism = ToMechanism(mechanism);
              options.min_idle_windows = min_idle_windows;
-             absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> access;
-             {
-               py::gil_scoped_release unlocked;
-               access = VerbsRemoteAccess::Create(*state.pool, qp.qp, options);
-             }
+             absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> access =
+                 WithoutGil([&] { return VerbsRemoteAccess::Create(*state.pool, qp.qp, options); });
              auto object = std::make_unique<RemoteAccessObject>();
              object->access = Take(std::move(access));
              object->pool = p.state;
@@ -149,15 +155,13 @@ void AddRemoteAccess(py::module_& m) {
             VerbsRemoteAccess& access = a.Open("grant");
             BlockObject& b = UsableBlock(block, "grant");
             const Block target(b.data, b.size, b.chunk);
-            const std::size_t n = length.is_none() ? b.size - std::min(offset, b.size)
-                                                   : ToCount(length, "length");
+            const std::size_t n =
+                length.is_none() ? b.size - std::min(offset, b.size) : ToCount(length, "length");
             const RemoteRights rights = Rights(read, write, atomic);
-            absl::StatusOr<RemoteGrant> grant;
-            {
-              py::gil_scoped_release unlocked;
-              grant = offset == 0 && length.is_none() ? access.Grant(target, rights)
-                                                      : access.Grant(target, offset, n, rights);
-            }
+            absl::StatusOr<RemoteGrant> grant = WithoutGil([&] {
+              return offset == 0 && length.is_none() ? access.Grant(target, rights)
+                                                     : access.Grant(target, offset, n, rights);
+            });
             RemoteGrant g = Take(std::move(grant));
             b.granted = true;
             return g;
@@ -177,11 +181,8 @@ void AddRemoteAccess(py::module_& m) {
             const Array& target = ArrayOf(array, "grant_array");
             const std::size_t n = count.is_none() ? SIZE_MAX : ToCount(count, "count");
             const RemoteRights rights = Rights(read, write, atomic);
-            absl::StatusOr<std::vector<RemoteGrant>> grants;
-            {
-              py::gil_scoped_release unlocked;
-              grants = access.GrantArray(target, rights, first, n);
-            }
+            absl::StatusOr<std::vector<RemoteGrant>> grants =
+                WithoutGil([&] { return access.GrantArray(target, rights, first, n); });
             return Take(std::move(grants));
           },
           py::arg("array"), py::kw_only(), py::arg("read") = false, py::arg("write") = false,
@@ -195,18 +196,14 @@ void AddRemoteAccess(py::module_& m) {
           "revoke",
           [](RemoteAccessObject& a, const RemoteGrant& grant) {
             VerbsRemoteAccess& access = a.Open("revoke");
-            absl::Status s;
-            {
-              py::gil_scoped_release unlocked;
-              s = access.Revoke(grant);
-            }
-            Check(s);
+            Check(WithoutGil([&] { return access.Revoke(grant); }));
           },
           py::arg("grant"),
           "revoke(grant)\n\nA region is deregistered at once; a window's invalidation is "
           "posted and completes with its completion (poll()). Idempotent.")
       .def(
-          "ended", [](RemoteAccessObject& a, const RemoteGrant& g) { return a.Open("ended").Ended(g); },
+          "ended",
+          [](RemoteAccessObject& a, const RemoteGrant& g) { return a.Open("ended").Ended(g); },
           py::arg("grant"), "ended(grant) -> bool\n\nTrue once no peer can use the grant.")
       .def(
           "poll",
@@ -232,8 +229,7 @@ void AddRemoteAccess(py::module_& m) {
           "revoke_all",
           [](RemoteAccessObject& a) {
             VerbsRemoteAccess& access = a.Open("revoke_all");
-            py::gil_scoped_release unlocked;
-            access.RevokeAllNow();
+            WithoutGil([&] { access.RevokeAllNow(); });
           },
           "revoke_all()\n\nRevokes every grant of the connection synchronously; further "
           "grants fail.")
@@ -245,23 +241,14 @@ void AddRemoteAccess(py::module_& m) {
           [](RemoteAccessObject& a) { return a.Open("range_enforced").range_enforced(); })
       .def_property_readonly(
           "live_grants", [](RemoteAccessObject& a) { return a.Open("live_grants").live_grants(); })
-      .def_property_readonly("pending_revocations",
-                             [](RemoteAccessObject& a) {
-                               return a.Open("pending_revocations").pending_revocations();
-                             })
-      .def(
-          "close",
-          [](RemoteAccessObject& a) {
-            CheckNotForked(a.generation, "remote access");
-            py::gil_scoped_release unlocked;
-            a.access.reset();
-          },
-          "close()\n\nRevokes every grant and ends the access (the GIL is released).")
+      .def_property_readonly(
+          "pending_revocations",
+          [](RemoteAccessObject& a) { return a.Open("pending_revocations").pending_revocations(); })
+      .def("close", &RemoteAccessObject::Close,
+           "close()\n\nRevokes every grant and ends the access (the GIL is released).")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](RemoteAccessObject& a, py::args) {
-        CheckNotForked(a.generation, "remote access");
-        py::gil_scoped_release unlocked;
-        a.access.reset();
+        a.Close();
         return false;
       });
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "errors.h"
 #include "fork.h"
+#include "gil.h"
 #include "pinpool/share.h"
 #include "pool.h"
 #include "sizes.h"
@@ -26,9 +27,7 @@ struct HandleValue {
   std::string pool_id;  // 16 bytes
   BlockHandle handle;
 
-  bool operator==(const HandleValue& o) const {
-    return pool_id == o.pool_id && handle == o.handle;
-  }
+  bool operator==(const HandleValue& o) const { return pool_id == o.pool_id && handle == o.handle; }
 };
 
 std::string IdBytes(const PoolId& id) {
@@ -45,16 +44,17 @@ std::string Hex(const std::string& bytes) {
 int SocketFd(py::handle sock) {
   if (py::hasattr(sock, "fileno")) return sock.attr("fileno")().cast<int>();
   if (PyLong_Check(sock.ptr()) && !PyBool_Check(sock.ptr())) return sock.cast<int>();
-  throw py::type_error(absl::StrFormat("a connected Unix stream socket (socket.socket or its "
-                                       "descriptor), not %s",
-                                       Py_TYPE(sock.ptr())->tp_name));
+  throw py::type_error(
+      absl::StrFormat("a connected Unix stream socket (socket.socket or its "
+                      "descriptor), not %s",
+                      Py_TYPE(sock.ptr())->tp_name));
 }
 
 // `value` as a handle of the pool `id`.
 const BlockHandle& HandleFor(py::handle value, const std::string& id, const char* what) {
   if (!py::isinstance<HandleValue>(value)) {
-    throw py::type_error(absl::StrFormat("%s: a pinpool.BlockHandle, not %s", what,
-                                         Py_TYPE(value.ptr())->tp_name));
+    throw py::type_error(
+        absl::StrFormat("%s: a pinpool.BlockHandle, not %s", what, Py_TYPE(value.ptr())->tp_name));
   }
   const HandleValue& h = value.cast<const HandleValue&>();
   if (h.pool_id != id) {
@@ -125,12 +125,7 @@ void AddPoolSharing(PoolClass& cls) {
          [](PoolObject& p, py::object sock) {
            PoolState& state = p.Open("share");
            const int fd = SocketFd(sock);
-           absl::Status s;
-           {
-             py::gil_scoped_release unlocked;
-             s = state.pool->Share(fd);
-           }
-           Check(s);
+           Check(WithoutGil([&] { return state.pool->Share(fd); }));
          },
          py::arg("sock"),
          "share(sock)\n\nSends every chunk and the pool's description on `sock` (a connected "
@@ -151,12 +146,7 @@ void AddPoolSharing(PoolClass& cls) {
           "quiesce",
           [](PoolObject& p) {
             PoolState& state = p.Open("quiesce");
-            absl::Status s;
-            {
-              py::gil_scoped_release unlocked;
-              s = state.pool->Quiesce();
-            }
-            Check(s);
+            Check(WithoutGil([&] { return state.pool->Quiesce(); }));
             p.quiesced = true;
           },
           "quiesce()\n\nWarm restart, first step: ends every registration, and the pool "
@@ -177,12 +167,7 @@ void AddPoolSharing(PoolClass& cls) {
               }
             }
             const int fd = SocketFd(sock);
-            absl::Status s;
-            {
-              py::gil_scoped_release unlocked;
-              s = state.pool->HandOver(fd, handles);
-            }
-            Check(s);
+            Check(WithoutGil([&] { return state.pool->HandOver(fd, handles); }));
             state.handed_over = true;
           },
           py::arg("sock"), py::arg("live") = py::tuple(),
@@ -196,11 +181,8 @@ void AddPoolSharing(PoolClass& cls) {
             py::list domains;
             PoolOptions options = OptionsFrom(kwargs, domains);
             const int fd = SocketFd(sock);
-            absl::StatusOr<std::unique_ptr<Pool>> pool;
-            {
-              py::gil_scoped_release unlocked;
-              pool = Pool::Adopt(std::move(options), fd);
-            }
+            absl::StatusOr<std::unique_ptr<Pool>> pool =
+                WithoutGil([&] { return Pool::Adopt(std::move(options), fd); });
             return NewPoolObject(Take(std::move(pool)), std::move(domains));
           },
           py::arg("sock"),
@@ -221,14 +203,9 @@ void AddPoolSharing(PoolClass& cls) {
                 return live;
               }
             }
-            absl::StatusOr<Block> block;
-            {
-              py::gil_scoped_release unlocked;
-              block = state.pool->Claim(h);
-            }
+            absl::StatusOr<Block> block = WithoutGil([&] { return state.pool->Claim(h); });
             const Block b = Take(std::move(block));
-            py::object object =
-                py::reinterpret_steal<py::object>(NewOwnedBlock(p.state, b));
+            py::object object = py::reinterpret_steal<py::object>(NewOwnedBlock(p.state, b));
             if (!object) throw py::error_already_set();
             state.claimed[key] = py::module_::import("weakref").attr("ref")(object);
             return object;
@@ -269,16 +246,15 @@ void AddSharing(py::module_& m) {
              return HandleValue{std::move(id), BlockHandle{chunk, offset, size}};
            }),
            py::arg("pool_id"), py::arg("chunk"), py::arg("offset"), py::arg("size"))
-      .def_property_readonly("pool_id",
-                             [](const HandleValue& h) { return py::bytes(h.pool_id); })
+      .def_property_readonly("pool_id", [](const HandleValue& h) { return py::bytes(h.pool_id); })
       .def_property_readonly("chunk", [](const HandleValue& h) { return h.handle.chunk; })
       .def_property_readonly("offset", [](const HandleValue& h) { return h.handle.offset; })
       .def_property_readonly("size", [](const HandleValue& h) { return h.handle.size; })
       .def(py::self == py::self)
       .def("__hash__",
            [](const HandleValue& h) {
-             return py::hash(py::make_tuple(py::bytes(h.pool_id), h.handle.chunk,
-                                            h.handle.offset, h.handle.size));
+             return py::hash(py::make_tuple(py::bytes(h.pool_id), h.handle.chunk, h.handle.offset,
+                                            h.handle.size));
            })
       .def("__repr__",
            [](const HandleValue& h) {
@@ -294,8 +270,7 @@ void AddSharing(py::module_& m) {
           [](py::tuple t) {
             if (t.size() != 4) throw py::value_error("a BlockHandle pickles as 4 fields");
             return HandleValue{t[0].cast<std::string>(),
-                               BlockHandle{t[1].cast<std::uint32_t>(),
-                                           t[2].cast<std::uint64_t>(),
+                               BlockHandle{t[1].cast<std::uint32_t>(), t[2].cast<std::uint64_t>(),
                                            t[3].cast<std::uint64_t>()}};
           }));
 
@@ -309,11 +284,8 @@ void AddSharing(py::module_& m) {
       "chunks the pool added since by itself. close() unmaps once no view lives.")
       .def(py::init([](py::object sock) {
              const int fd = SocketFd(sock);
-             absl::StatusOr<std::unique_ptr<Attachment>> a;
-             {
-               py::gil_scoped_release unlocked;
-               a = Attachment::Receive(fd);
-             }
+             absl::StatusOr<std::unique_ptr<Attachment>> a =
+                 WithoutGil([&] { return Attachment::Receive(fd); });
              return std::make_unique<AttachmentObject>(Take(std::move(a)));
            }),
            py::arg("sock"))
@@ -322,12 +294,7 @@ void AddSharing(py::module_& m) {
           [](AttachmentObject& a, py::object sock) {
             Attachment& att = a.Open("update");
             const int fd = SocketFd(sock);
-            absl::Status s;
-            {
-              py::gil_scoped_release unlocked;
-              s = att.Update(fd);
-            }
-            Check(s);
+            Check(WithoutGil([&] { return att.Update(fd); }));
           },
           py::arg("sock"),
           "update(sock)\n\nReceives a later Pool.share of the same pool on `sock` and maps the "
@@ -359,10 +326,11 @@ void AddSharing(py::module_& m) {
       .def_property_readonly("closed", &AttachmentObject::closed)
       .def("close", &AttachmentObject::Close,
            "close()\n\nUnmaps every chunk once no view of them lives (at once when none does).")
-      .def("__enter__", [](py::object self) {
-        self.cast<AttachmentObject&>().Open("with");
-        return self;
-      })
+      .def("__enter__",
+           [](py::object self) {
+             self.cast<AttachmentObject&>().Open("with");
+             return self;
+           })
       .def("__exit__", [](AttachmentObject& a, py::args) {
         a.Close();
         return false;

@@ -11,6 +11,7 @@
 #include "domains.h"
 #include "errors.h"
 #include "fork.h"
+#include "gil.h"
 #include "rc_connect.h"
 #include "sizes.h"
 
@@ -43,50 +44,45 @@ std::unique_ptr<QueuePairObject> Create(py::object domain_object, std::uint8_t p
   q->port = port;
   q->timeout = timeout;
   ibv_context* context = q->domain->context();
-  absl::Status s;
-  {
-    py::gil_scoped_release unlocked;
-    s = [&]() -> absl::Status {
-      ibv_port_attr port_attr{};
-      if (const int err = ibv_query_port(context, port, &port_attr); err != 0) {
-        return support::VerbsCallError("ibv_query_port", err);
-      }
-      if (port_attr.state != IBV_PORT_ACTIVE) {
-        return absl::UnavailableError(absl::StrFormat(
-            "%s port %d is %s, not ACTIVE", q->domain->device_name(), port,
-            ibv_port_state_str(port_attr.state)));
-      }
-      q->mtu = port_attr.active_mtu;
-      absl::StatusOr<int> gid_index = support::FindIpv4MappedGid(context, port);
-      if (!gid_index.ok()) return gid_index.status();
-      q->gid_index = *gid_index;
-      if (const int err = ibv_query_gid(context, port, q->gid_index, &q->gid); err != 0) {
-        return support::VerbsCallError("ibv_query_gid", err);
-      }
-      ibv_device_attr device{};
-      if (const int err = ibv_query_device(context, &device); err != 0) {
-        return support::VerbsCallError("ibv_query_device", err);
-      }
-      // As many READs in flight as the device allows each way, up to 16.
-      q->rd_atomic = static_cast<std::uint8_t>(
-          std::clamp(std::min(device.max_qp_rd_atom, device.max_qp_init_rd_atom), 1, 16));
-      q->cq = ibv_create_cq(context, static_cast<int>(2 * (max_send_wr + max_recv_wr)), nullptr,
-                            nullptr, 0);
-      if (q->cq == nullptr) return support::VerbsCallError("ibv_create_cq", errno);
-      ibv_qp_init_attr init{};
-      init.send_cq = q->cq;
-      init.recv_cq = q->cq;
-      init.qp_type = IBV_QPT_RC;
-      init.cap.max_send_wr = max_send_wr;
-      init.cap.max_recv_wr = max_recv_wr;
-      init.cap.max_send_sge = 1;
-      init.cap.max_recv_sge = 1;
-      q->qp = ibv_create_qp(q->domain->pd(), &init);
-      if (q->qp == nullptr) return support::VerbsCallError("ibv_create_qp", errno);
-      return absl::OkStatus();
-    }();
-  }
-  Check(s);
+  Check(WithoutGil([&]() -> absl::Status {
+    ibv_port_attr port_attr{};
+    if (const int err = ibv_query_port(context, port, &port_attr); err != 0) {
+      return support::VerbsCallError("ibv_query_port", err);
+    }
+    if (port_attr.state != IBV_PORT_ACTIVE) {
+      return absl::UnavailableError(absl::StrFormat("%s port %d is %s, not ACTIVE",
+                                                    q->domain->device_name(), port,
+                                                    ibv_port_state_str(port_attr.state)));
+    }
+    q->mtu = port_attr.active_mtu;
+    absl::StatusOr<int> gid_index = support::FindIpv4MappedGid(context, port);
+    if (!gid_index.ok()) return gid_index.status();
+    q->gid_index = *gid_index;
+    if (const int err = ibv_query_gid(context, port, q->gid_index, &q->gid); err != 0) {
+      return support::VerbsCallError("ibv_query_gid", err);
+    }
+    ibv_device_attr device{};
+    if (const int err = ibv_query_device(context, &device); err != 0) {
+      return support::VerbsCallError("ibv_query_device", err);
+    }
+    // As many READs in flight as the device allows each way, up to 16.
+    q->rd_atomic = static_cast<std::uint8_t>(
+        std::clamp(std::min(device.max_qp_rd_atom, device.max_qp_init_rd_atom), 1, 16));
+    q->cq = ibv_create_cq(context, static_cast<int>(2 * (max_send_wr + max_recv_wr)), nullptr,
+                          nullptr, 0);
+    if (q->cq == nullptr) return support::VerbsCallError("ibv_create_cq", errno);
+    ibv_qp_init_attr init{};
+    init.send_cq = q->cq;
+    init.recv_cq = q->cq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = max_send_wr;
+    init.cap.max_recv_wr = max_recv_wr;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    q->qp = ibv_create_qp(q->domain->pd(), &init);
+    if (q->qp == nullptr) return support::VerbsCallError("ibv_create_qp", errno);
+    return absl::OkStatus();
+  }));
   q->psn = std::random_device{}() & 0xffffff;
   return q;
 }
@@ -151,18 +147,15 @@ void AddQueuePair(py::module_& m) {
             if (peer.contains("rd_atomic")) {
               rd_atomic = std::min<std::uint8_t>(rd_atomic, peer["rd_atomic"].cast<std::uint8_t>());
             }
-            absl::Status s;
-            {
-              py::gil_scoped_release unlocked;
-              s = support::ConnectQp(q.qp, remote,
-                                     support::RcPath{.port = q.port,
-                                                     .mtu = mtu,
-                                                     .gid_index = q.gid_index,
-                                                     .timeout = q.timeout,
-                                                     .psn = q.psn,
-                                                     .rd_atomic = rd_atomic});
-            }
-            Check(s);
+            Check(WithoutGil([&] {
+              return support::ConnectQp(q.qp, remote,
+                                        support::RcPath{.port = q.port,
+                                                        .mtu = mtu,
+                                                        .gid_index = q.gid_index,
+                                                        .timeout = q.timeout,
+                                                        .psn = q.psn,
+                                                        .rd_atomic = rd_atomic});
+            }));
             q.connected = true;
           },
           py::arg("peer"),

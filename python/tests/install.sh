@@ -9,22 +9,20 @@
 #     torch. setup.py builds the library and the extension with CMake in PIP_BUILD (kept between
 #     runs, so a second run is incremental; the first compiles the library: about 3 minutes on two
 #     cores). CMAKE_ARGS passes through (a compiler launcher).
-# Each install then runs README's example from a directory outside the checkout.
+# Each install then runs README's example (the Python section's code, as written there) from a
+# directory outside the checkout, and shows where pinpool was imported from.
 # Usage: install.sh BUILD_DIR SOURCE_DIR PYTHON PIP_BUILD
 set -euo pipefail
 build=$1 source=$2 python=$3 pip_build=$4
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-example='
-import numpy, pinpool, sys
-with pinpool.Pool(budget="256MiB", chunk_size="64MiB") as pool:
-    with pool.allocate("1MiB") as block:
-        numpy.asarray(block)[:] = 7
-        assert (block.view("u1") == 7).all()
-        print(block.keys)
-print(pinpool.__file__)
-'
+example=$(awk '/^## Python/ { section = 1 } section && /^```python/ { code = 1; next }
+               code && /^```/ { exit } code' "$source/README.md")
+[ -n "$example" ] || { echo "no Python example in README.md" >&2; exit 1; }
+example="$example
+import pinpool as _where
+print(_where.__file__)"
 
 echo "== cmake --install"
 for component in pinpool_Runtime pinpool_Python; do

@@ -9,7 +9,6 @@ shutdown (which runs every destructor) rather than inside pytest."""
 
 import multiprocessing
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -56,24 +55,34 @@ CHECK_PARENT = """
 """
 
 
-def test_a_child_that_does_not_touch_pool_memory_runs_normally(tmp_path):
-    r = run(PARENT + """
+def fork_case(tmp_path, child, expect):
+    """The parent's script: make the pool, fork, run `child` (indented code) in the child,
+    check the child's wait status with `expect` (an expression of `status`), then the parent."""
+    body = textwrap.indent(textwrap.dedent(child), " " * 8)
+    r = run(PARENT + f"""
     pid = os.fork()
     if pid == 0:
-        total = sum(i * i for i in range(200000))  # ordinary work
-        del view, block, array, pool, ring  # every inherited object goes
-        gc.collect()
-        sys.exit(0)  # and the interpreter shuts down: every destructor runs
+{body}
     _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert {expect}, status
     """ + CHECK_PARENT, tmp_path)
     assert r.returncode == 0 and "parent ok" in r.stdout, r.stdout + r.stderr
 
 
+EXITED_0 = "os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0"
+
+
+def test_a_child_that_does_not_touch_pool_memory_runs_normally(tmp_path):
+    fork_case(tmp_path, """
+        total = sum(i * i for i in range(200000))  # ordinary work
+        del view, block, array, pool, ring  # every inherited object goes
+        gc.collect()
+        sys.exit(0)  # and the interpreter shuts down: every destructor runs
+    """, EXITED_0)
+
+
 def test_a_child_calling_into_the_pool_gets_forked_error(tmp_path):
-    r = run(PARENT + """
-    pid = os.fork()
-    if pid == 0:
+    fork_case(tmp_path, """
         calls = [lambda: pool.allocate(64), lambda: pool.stats(), lambda: block.free(),
                  lambda: memoryview(block), lambda: block.address, lambda: array[0],
                  lambda: pool.allocate_array(2, 64), lambda: ring.slots_in_use,
@@ -85,22 +94,14 @@ def test_a_child_calling_into_the_pool_gets_forked_error(tmp_path):
             except pinpool.ForkedError as e:
                 assert "attach" in str(e)
         sys.exit(0)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-    """ + CHECK_PARENT, tmp_path)
-    assert r.returncode == 0 and "parent ok" in r.stdout, r.stdout + r.stderr
+    """, EXITED_0)
 
 
 def test_a_child_touching_an_inherited_view_dies_of_sigsegv(tmp_path):
-    r = run(PARENT + """
-    pid = os.fork()
-    if pid == 0:
+    fork_case(tmp_path, """
         view[0] = 1  # the child has no mapping there
         os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSEGV, status
-    """ + CHECK_PARENT, tmp_path)
-    assert r.returncode == 0 and "parent ok" in r.stdout, r.stdout + r.stderr
+    """, "os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSEGV")
 
 
 def test_a_fork_child_that_attaches_writes_in_place(shared_pool):
