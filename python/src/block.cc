@@ -396,6 +396,17 @@ PyObject* NewView(py::handle parent, ViewParent* state, void* data, std::size_t 
   return reinterpret_cast<PyObject*>(b);
 }
 
+BlockHold::BlockHold(BlockObject& block) noexcept : block_(block) {
+  Py_INCREF(reinterpret_cast<PyObject*>(&block_));
+  ++block_.holds;
+}
+
+BlockHold::~BlockHold() {
+  --block_.holds;
+  MaybeReturn(&block_);
+  Py_DECREF(reinterpret_cast<PyObject*>(&block_));
+}
+
 BlockObject& UsableBlock(py::handle object, const char* what) {
   if (!PyObject_TypeCheck(object.ptr(), &BlockType)) {
     throw py::type_error(

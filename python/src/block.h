@@ -75,6 +75,31 @@ struct BlockObject {
 
 extern PyTypeObject BlockType;
 
+// Holds a Block's memory for the length of a call that uses it with the GIL released (a grant):
+// another thread's free() meanwhile leaves the memory to the hold's end, as it would to a view.
+class BlockHold {
+ public:
+  explicit BlockHold(BlockObject& block) noexcept;
+  ~BlockHold();
+  BlockHold(const BlockHold&) = delete;
+  BlockHold& operator=(const BlockHold&) = delete;
+
+ private:
+  BlockObject& block_;
+};
+
+// The same for a parent's memory (an Array's, an Attachment's mappings): counted as a view.
+class ViewHold {
+ public:
+  explicit ViewHold(ViewParent& parent) noexcept : parent_(parent) { parent_.ViewAdded(); }
+  ~ViewHold() { parent_.ViewGone(); }
+  ViewHold(const ViewHold&) = delete;
+  ViewHold& operator=(const ViewHold&) = delete;
+
+ private:
+  ViewParent& parent_;
+};
+
 void AddBlock(py::module_& m);
 
 // A new owned Block (a new reference), or null with the Python error set. The block must be

@@ -59,12 +59,17 @@ PoolState::~PoolState() {
   }
 }
 
-PoolState& PoolObject::Open(const char* what) const {
+std::shared_ptr<PoolState> PoolObject::Open(const char* what) const {
   if (state == nullptr) {
     ThrowFreed(absl::StrFormat("%s: the pool is closed", what));
   }
   CheckNotForked(state->generation, "pool");
-  return *state;
+  return state;
+}
+
+void PoolObject::Close() {
+  if (state != nullptr) CheckNotForked(state->generation, "pool");
+  state.reset();
 }
 
 namespace {
@@ -218,9 +223,9 @@ PoolObject* PoolOf(PyObject* self) {
 }
 
 // Why Allocate returned an empty Block: the error to raise (null after setting it).
-PyObject* AllocationError(PoolObject& p, std::size_t size, std::size_t alignment,
-                          const ClassId* cls) {
-  Pool& pool = *p.state->pool;
+PyObject* AllocationError(const PoolState& state, bool quiesced, std::size_t size,
+                          std::size_t alignment, const ClassId* cls) {
+  const Pool& pool = *state.pool;
   if (size > pool.max_block_size()) {
     // The largest block any pool has: 7/8 of the largest chunk, 1 GiB.
     constexpr std::size_t kLargestBlock = (std::size_t{1} << 30) / 8 * 7;
@@ -243,7 +248,7 @@ PyObject* AllocationError(PoolObject& p, std::size_t size, std::size_t alignment
                              FormatBytes(pool.chunk_size())));
     return nullptr;
   }
-  if (p.quiesced) {
+  if (quiesced) {
     SetError(absl::StatusCode::kFailedPrecondition,
              "allocate: the pool is quiesced (warm restart): it allocates nothing more");
     return nullptr;
@@ -301,8 +306,10 @@ PyObject* Allocate(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
     SetFreedError("allocate: the pool is closed");
     return nullptr;
   }
-  PoolState& state = *p->state;
-  if (!NotForked(state.generation, "pool")) return nullptr;
+  // A strong reference across the release of the GIL (another thread's close() cannot destroy
+  // the pool under this call), which the Block then keeps: one copy either way.
+  std::shared_ptr<PoolState> state = p->state;
+  if (!NotForked(state->generation, "pool")) return nullptr;
   std::size_t size = 0;
   std::size_t alignment = 16;
   if (!ToSize(size_arg, "size", &size)) return nullptr;
@@ -329,8 +336,8 @@ PyObject* Allocate(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
       }
       return nullptr;
     }
-    auto it = state.classes.find(std::string(name, length));
-    if (it == state.classes.end()) {
+    auto it = state->classes.find(std::string(name, length));
+    if (it == state->classes.end()) {
       SetError(
           absl::StatusCode::kNotFound,
           absl::StrFormat("cls '%s': the pool has no class of that name (Pool.classes)", name));
@@ -340,11 +347,11 @@ PyObject* Allocate(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   }
   Block block;
   PyThreadState* unlocked = PyEval_SaveThread();
-  block = cls == nullptr ? state.pool->Allocate(size, alignment)
-                         : state.pool->Allocate(*cls, size, alignment);
+  block = cls == nullptr ? state->pool->Allocate(size, alignment)
+                         : state->pool->Allocate(*cls, size, alignment);
   PyEval_RestoreThread(unlocked);
-  if (!block) return AllocationError(*p, size, alignment, cls);
-  return NewOwnedBlock(p->state, block);
+  if (!block) return AllocationError(*state, p->quiesced, size, alignment, cls);
+  return NewOwnedBlock(std::move(state), block);
 }
 
 constexpr const char* kAllocateDoc =
@@ -477,13 +484,13 @@ void AddPool(py::module_& m) {
   cls.def(
          "allocate_array",
          [](PoolObject& p, py::object count, py::object element_size, py::object alignment) {
-           PoolState& state = p.Open("allocate_array");
+           const std::shared_ptr<PoolState> state = p.Open("allocate_array");
            const std::size_t n = ToCount(count, "count");
            const std::size_t size = ToSize(element_size, "element_size");
            const std::size_t align = ToSize(alignment, "alignment");
            absl::StatusOr<Array> array =
-               WithoutGil([&] { return state.pool->AllocateArray(n, size, align); });
-           return NewArrayObject(p.state, Take(std::move(array)));
+               WithoutGil([&] { return state->pool->AllocateArray(n, size, align); });
+           return NewArrayObject(state, Take(std::move(array)));
          },
          py::arg("count"), py::arg("element_size"), py::arg("alignment") = 1,
          "allocate_array(count, element_size, alignment=1) -> Array\n\n"
@@ -494,9 +501,9 @@ void AddPool(py::module_& m) {
       .def(
           "reserve",
           [](PoolObject& p, py::object bytes) {
-            PoolState& state = p.Open("reserve");
+            const std::shared_ptr<PoolState> state = p.Open("reserve");
             const std::size_t n = ToSize(bytes, "bytes");
-            Check(WithoutGil([&] { return state.pool->Reserve(n); }));
+            Check(WithoutGil([&] { return state->pool->Reserve(n); }));
           },
           py::arg("bytes"),
           "reserve(bytes)\n\nMaps and registers chunks until at least `bytes` are mapped "
@@ -505,39 +512,39 @@ void AddPool(py::module_& m) {
       .def(
           "replenish",
           [](PoolObject& p, py::object max_chunks) {
-            PoolState& state = p.Open("replenish");
+            const std::shared_ptr<PoolState> state = p.Open("replenish");
             const std::size_t n =
                 max_chunks.is_none() ? SIZE_MAX : ToCount(max_chunks, "max_chunks");
-            Check(WithoutGil([&] { return state.pool->Replenish(n); }));
+            Check(WithoutGil([&] { return state->pool->Replenish(n); }));
           },
           py::arg("max_chunks") = py::none(),
           "replenish(max_chunks=None)\n\nAdds chunks until the low watermark is met (for an "
           "application that keeps it from its own loop); the GIL is released.")
       .def_property_readonly(
           "needs_replenish",
-          [](PoolObject& p) { return p.Open("needs_replenish").pool->NeedsReplenish(); },
+          [](PoolObject& p) { return p.Open("needs_replenish")->pool->NeedsReplenish(); },
           "True when the room left is below the low watermark and the budget allows more.")
       .def(
           "trim",
           [](PoolObject& p, py::object floor) {
-            PoolState& state = p.Open("trim");
+            const std::shared_ptr<PoolState> state = p.Open("trim");
             const std::size_t bytes = ToSize(floor, "floor");
             py::gil_scoped_release unlocked;
-            return state.pool->Trim(bytes);
+            return state->pool->Trim(bytes);
           },
           py::arg("floor") = 0,
           "trim(floor=0) -> int\n\nGives whole idle chunks back (deregistered, unmapped) while "
           "more than `floor` bytes stay mapped; returns the bytes given back. The GIL is "
           "released.")
       .def_property_readonly(
-          "ready", [](PoolObject& p) { return p.Open("ready").pool->Ready(); },
+          "ready", [](PoolObject& p) { return p.Open("ready")->pool->Ready(); },
           "Whether all of initial_size is mapped (see initial_size_in_background).")
       .def(
           "await_initial_size",
           [](PoolObject& p, py::object timeout) {
-            PoolState& state = p.Open("await_initial_size");
+            const std::shared_ptr<PoolState> state = p.Open("await_initial_size");
             const std::chrono::nanoseconds t = ToTimeout(timeout);
-            Check(WithoutGil([&] { return state.pool->AwaitInitialSize(t); }));
+            Check(WithoutGil([&] { return state->pool->AwaitInitialSize(t); }));
           },
           py::arg("timeout") = py::none(),
           "await_initial_size(timeout=None)\n\nWaits (GIL released) until all of initial_size "
@@ -545,19 +552,19 @@ void AddPool(py::module_& m) {
       .def_property_readonly(
           "last_growth_error",
           [](PoolObject& p) {
-            return ErrorObject(p.Open("last_growth_error").pool->last_growth_error());
+            return ErrorObject(p.Open("last_growth_error")->pool->last_growth_error());
           },
           "Why the last growth failed, as an exception object (not raised), or None.")
       .def(
           "class_error",
           [](PoolObject& p, const std::string& name) {
-            PoolState& state = p.Open("class_error");
-            auto it = state.classes.find(name);
-            if (it == state.classes.end()) {
+            const std::shared_ptr<PoolState> state = p.Open("class_error");
+            auto it = state->classes.find(name);
+            if (it == state->classes.end()) {
               Throw(absl::StatusCode::kNotFound,
                     absl::StrFormat("class '%s': the pool has no class of that name", name));
             }
-            return ErrorObject(state.pool->class_error(it->second));
+            return ErrorObject(state->pool->class_error(it->second));
           },
           py::arg("name"),
           "class_error(name) -> PinpoolError | None\n\nWhy the class's last allocation that "
@@ -567,7 +574,7 @@ void AddPool(py::module_& m) {
           [](PoolObject& p) {
             py::list names;
             names.append("default");
-            for (const BufferClass& c : p.Open("classes").pool->options().classes) {
+            for (const BufferClass& c : p.Open("classes")->pool->options().classes) {
               names.append(c.name);
             }
             return names;
@@ -576,8 +583,8 @@ void AddPool(py::module_& m) {
       .def(
           "stats",
           [](PoolObject& p) {
-            PoolState& state = p.Open("stats");
-            const std::string json = WithoutGil([&] { return state.pool->GetStats().ToJson(); });
+            const std::shared_ptr<PoolState> state = p.Open("stats");
+            const std::string json = WithoutGil([&] { return state->pool->GetStats().ToJson(); });
             return py::module_::import("json").attr("loads")(json);
           },
           "stats() -> dict\n\nA snapshot of the pool's figures, with the names of its JSON "
@@ -587,9 +594,9 @@ void AddPool(py::module_& m) {
       .def(
           "metrics",
           [](PoolObject& p) {
-            PoolState& state = p.Open("metrics");
+            const std::shared_ptr<PoolState> state = p.Open("metrics");
             py::gil_scoped_release unlocked;
-            return state.pool->GetStats().ToOpenMetrics();
+            return state->pool->GetStats().ToOpenMetrics();
           },
           "metrics() -> str\n\nEvery figure in the OpenMetrics text format Prometheus scrapes "
           "(docs/metrics.md), for an endpoint of your own; its Content-Type is "
@@ -597,27 +604,27 @@ void AddPool(py::module_& m) {
       .def(
           "serve_metrics",
           [](PoolObject& p, py::object path) {
-            PoolState& state = p.Open("serve_metrics");
+            const std::shared_ptr<PoolState> state = p.Open("serve_metrics");
             const std::string where =
                 py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
-            Check(WithoutGil([&] { return state.pool->ServeMetrics(where); }));
+            Check(WithoutGil([&] { return state->pool->ServeMetrics(where); }));
           },
           py::arg("path"),
           "serve_metrics(path)\n\nServes metrics() on a Unix socket at `path` (mode 0600) for "
           "`pinpool-info --metrics PATH`, from the pool's own thread.")
       .def(
           "stop_serving_metrics",
-          [](PoolObject& p) { p.Open("stop_serving_metrics").pool->StopServingMetrics(); },
+          [](PoolObject& p) { p.Open("stop_serving_metrics")->pool->StopServingMetrics(); },
           "stop_serving_metrics()\n\nStops serving metrics (removes the socket).")
       .def(
           "lookup",
           [](PoolObject& p, std::uintptr_t address) -> py::object {
-            PoolState& state = p.Open("lookup");
+            const std::shared_ptr<PoolState> state = p.Open("lookup");
             std::optional<pinpool::Location> at =
-                state.pool->Lookup(reinterpret_cast<const void*>(address));
+                state->pool->Lookup(reinterpret_cast<const void*>(address));
             if (!at) return py::none();
             return py::cast(
-                Location{address, at->chunk().index, KeysOf(&state, &at->chunk(), address)});
+                Location{address, at->chunk().index, KeysOf(state.get(), &at->chunk(), address)});
           },
           py::arg("address"),
           "lookup(address) -> Location | None\n\nThe chunk and keys of any address inside the "
@@ -625,21 +632,21 @@ void AddPool(py::module_& m) {
       .def(
           "contains",
           [](PoolObject& p, std::uintptr_t address) {
-            return p.Open("contains").pool->Contains(reinterpret_cast<const void*>(address));
+            return p.Open("contains")->pool->Contains(reinterpret_cast<const void*>(address));
           },
           py::arg("address"), "contains(address) -> bool")
       .def_property_readonly("chunk_size",
-                             [](PoolObject& p) { return p.Open("chunk_size").pool->chunk_size(); })
+                             [](PoolObject& p) { return p.Open("chunk_size")->pool->chunk_size(); })
       .def_property_readonly(
           "max_block_size",
-          [](PoolObject& p) { return p.Open("max_block_size").pool->max_block_size(); },
+          [](PoolObject& p) { return p.Open("max_block_size")->pool->max_block_size(); },
           "The largest size allocate() serves: 7/8 of chunk_size.")
       .def_property_readonly("budget",
-                             [](PoolObject& p) { return p.Open("budget").pool->options().budget; })
+                             [](PoolObject& p) { return p.Open("budget")->pool->options().budget; })
       .def_property_readonly(
           "id",
           [](PoolObject& p) {
-            const PoolId& id = p.Open("id").pool->id();
+            const PoolId& id = p.Open("id")->pool->id();
             return py::bytes(reinterpret_cast<const char*>(id.data()), id.size());
           },
           "The pool's identity: 16 random bytes, kept across handovers.")
@@ -648,16 +655,11 @@ void AddPool(py::module_& m) {
           "The Domain objects the pool registers with, in order (empty: the default long-term "
           "pin).")
       .def_property_readonly("closed", [](PoolObject& p) { return p.state == nullptr; })
-      .def(
-          "close",
-          [](PoolObject& p) {
-            if (p.state != nullptr) CheckNotForked(p.state->generation, "pool");
-            p.state.reset();
-          },
-          "close()\n\nEnds the Pool object's use of the pool: every later call raises "
-          "FreedError. The C++ pool (its chunks, registrations and pins) is destroyed at once "
-          "when no block, array or remote access of it is left, else when the last goes. "
-          "Closing twice does nothing.")
+      .def("close", &PoolObject::Close,
+           "close()\n\nEnds the Pool object's use of the pool: every later call raises "
+           "FreedError. The C++ pool (its chunks, registrations and pins) is destroyed at once "
+           "when no block, array or remote access of it is left, else when the last goes. "
+           "Closing twice does nothing.")
       .def("__enter__",
            [](py::object self) {
              self.cast<PoolObject&>().Open("with");
@@ -665,8 +667,7 @@ void AddPool(py::module_& m) {
            })
       .def("__exit__",
            [](PoolObject& p, py::args) {
-             if (p.state != nullptr) CheckNotForked(p.state->generation, "pool");
-             p.state.reset();
+             p.Close();
              return false;
            })
       .def("__repr__", [](PoolObject& p) {

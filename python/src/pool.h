@@ -51,8 +51,12 @@ struct PoolObject {
   py::list domains;
   bool quiesced = false;
 
-  // The state of a pool that is open and not inherited across fork (FreedError, ForkedError).
-  PoolState& Open(const char* what) const;
+  // The state of a pool that is open and not inherited across fork (FreedError, ForkedError),
+  // as a reference the caller holds for the whole call: another thread's close() meanwhile (the
+  // call may release the GIL) cannot destroy the pool under it.
+  std::shared_ptr<PoolState> Open(const char* what) const;
+  // Drops the Pool object's reference (the C++ pool goes with the last one). Idempotent.
+  void Close();
 };
 
 // The options of Pool() and Pool.adopt(), from their keyword arguments (docs/python.md, "Options";

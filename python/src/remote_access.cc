@@ -33,7 +33,7 @@ struct RemoteAccessObject {
   RemoteAccessObject() = default;
   ~RemoteAccessObject() {
     if (Stale(generation)) {
-      (void)access.release();  // the parent's windows and regions: not the child's to end
+      new std::shared_ptr<VerbsRemoteAccess>(std::move(access));  // the parent's: not to end
       new std::shared_ptr<PoolState>(std::move(pool));
       new py::object(std::move(qp_object));
       return;
@@ -45,19 +45,22 @@ struct RemoteAccessObject {
   RemoteAccessObject(const RemoteAccessObject&) = delete;
   RemoteAccessObject& operator=(const RemoteAccessObject&) = delete;
 
-  // Revokes every grant (deregistrations, window deallocations) and ends the access.
+  // Revokes every grant (deregistrations, window deallocations) and ends the access; a call
+  // still running on another thread (it holds its own reference) ends it when it returns.
   void Close() {
     CheckNotForked(generation, "remote access");
     WithoutGil([&] { access.reset(); });
   }
 
-  VerbsRemoteAccess& Open(const char* what) const {
+  // The access, held by the caller for the whole call (close() on another thread meanwhile
+  // cannot destroy it under a call that released the GIL).
+  std::shared_ptr<VerbsRemoteAccess> Open(const char* what) const {
     CheckNotForked(generation, "remote access");
     if (access == nullptr) ThrowFreed(absl::StrFormat("%s: the remote access is closed", what));
-    return *access;
+    return access;
   }
 
-  std::unique_ptr<VerbsRemoteAccess> access;
+  std::shared_ptr<VerbsRemoteAccess> access;
   std::shared_ptr<PoolState> pool;
   py::object qp_object;
   QueuePairObject* qp = nullptr;
@@ -77,13 +80,13 @@ GrantMechanism ToMechanism(const std::string& name) {
         absl::StrFormat("mechanism '%s': 'auto', 'window' or 'region'", name));
 }
 
-// The Array of an Array object, usable.
-const Array& ArrayOf(py::handle array, const char* what) {
+// `array` as an Array object (TypeError otherwise).
+ArrayObject& ArrayOf(py::handle array, const char* what) {
   if (!py::isinstance<ArrayObject>(array)) {
     throw py::type_error(
         absl::StrFormat("%s: a pinpool.Array, not %s", what, Py_TYPE(array.ptr())->tp_name));
   }
-  return array.cast<const ArrayObject&>().Usable(what);
+  return array.cast<ArrayObject&>();
 }
 
 }  // namespace
@@ -126,7 +129,7 @@ void AddRemoteAccess(py::module_& m) {
       .def(py::init([](py::object pool_object, py::object qp_object, std::size_t domain,
                        const std::string& mechanism, std::uint32_t min_idle_windows) {
              PoolObject& p = pool_object.cast<PoolObject&>();
-             PoolState& state = p.Open("RemoteAccess");
+             const std::shared_ptr<PoolState> state = p.Open("RemoteAccess");
              if (!py::isinstance<QueuePairObject>(qp_object)) {
                throw py::type_error("RemoteAccess: qp is a pinpool.RcQueuePair");
              }
@@ -136,11 +139,11 @@ void AddRemoteAccess(py::module_& m) {
              options.domain = domain;
              options.mechanism = ToMechanism(mechanism);
              options.min_idle_windows = min_idle_windows;
-             absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> access =
-                 WithoutGil([&] { return VerbsRemoteAccess::Create(*state.pool, qp.qp, options); });
+             absl::StatusOr<std::unique_ptr<VerbsRemoteAccess>> access = WithoutGil(
+                 [&] { return VerbsRemoteAccess::Create(*state->pool, qp.qp, options); });
              auto object = std::make_unique<RemoteAccessObject>();
              object->access = Take(std::move(access));
-             object->pool = p.state;
+             object->pool = state;
              object->qp_object = qp_object;
              object->qp = &qp;
              object->generation = Generation();
@@ -152,19 +155,19 @@ void AddRemoteAccess(py::module_& m) {
           "grant",
           [](RemoteAccessObject& a, py::handle block, bool read, bool write, bool atomic,
              std::size_t offset, py::object length) {
-            VerbsRemoteAccess& access = a.Open("grant");
+            const std::shared_ptr<VerbsRemoteAccess> access = a.Open("grant");
             BlockObject& b = UsableBlock(block, "grant");
+            const BlockHold hold(b);  // another thread's free() waits for the grant
+            b.granted = true;         // from now on its free may revoke: without the GIL
             const Block target(b.data, b.size, b.chunk);
             const std::size_t n =
                 length.is_none() ? b.size - std::min(offset, b.size) : ToCount(length, "length");
             const RemoteRights rights = Rights(read, write, atomic);
             absl::StatusOr<RemoteGrant> grant = WithoutGil([&] {
-              return offset == 0 && length.is_none() ? access.Grant(target, rights)
-                                                     : access.Grant(target, offset, n, rights);
+              return offset == 0 && length.is_none() ? access->Grant(target, rights)
+                                                     : access->Grant(target, offset, n, rights);
             });
-            RemoteGrant g = Take(std::move(grant));
-            b.granted = true;
-            return g;
+            return Take(std::move(grant));
           },
           py::arg("block"), py::kw_only(), py::arg("read") = false, py::arg("write") = false,
           py::arg("atomic") = false, py::arg("offset") = 0, py::arg("length") = py::none(),
@@ -177,12 +180,14 @@ void AddRemoteAccess(py::module_& m) {
           "grant_array",
           [](RemoteAccessObject& a, py::handle array, bool read, bool write, bool atomic,
              std::size_t first, py::object count) {
-            VerbsRemoteAccess& access = a.Open("grant_array");
-            const Array& target = ArrayOf(array, "grant_array");
+            const std::shared_ptr<VerbsRemoteAccess> access = a.Open("grant_array");
+            ArrayObject& object = ArrayOf(array, "grant_array");
+            const ViewHold hold(object);  // another thread's free() waits for the grants
+            const Array& target = object.Usable("grant_array");
             const std::size_t n = count.is_none() ? SIZE_MAX : ToCount(count, "count");
             const RemoteRights rights = Rights(read, write, atomic);
             absl::StatusOr<std::vector<RemoteGrant>> grants =
-                WithoutGil([&] { return access.GrantArray(target, rights, first, n); });
+                WithoutGil([&] { return access->GrantArray(target, rights, first, n); });
             return Take(std::move(grants));
           },
           py::arg("array"), py::kw_only(), py::arg("read") = false, py::arg("write") = false,
@@ -195,20 +200,20 @@ void AddRemoteAccess(py::module_& m) {
       .def(
           "revoke",
           [](RemoteAccessObject& a, const RemoteGrant& grant) {
-            VerbsRemoteAccess& access = a.Open("revoke");
-            Check(WithoutGil([&] { return access.Revoke(grant); }));
+            const std::shared_ptr<VerbsRemoteAccess> access = a.Open("revoke");
+            Check(WithoutGil([&] { return access->Revoke(grant); }));
           },
           py::arg("grant"),
           "revoke(grant)\n\nA region is deregistered at once; a window's invalidation is "
           "posted and completes with its completion (poll()). Idempotent.")
       .def(
           "ended",
-          [](RemoteAccessObject& a, const RemoteGrant& g) { return a.Open("ended").Ended(g); },
+          [](RemoteAccessObject& a, const RemoteGrant& g) { return a.Open("ended")->Ended(g); },
           py::arg("grant"), "ended(grant) -> bool\n\nTrue once no peer can use the grant.")
       .def(
           "poll",
           [](RemoteAccessObject& a, int max_completions) {
-            VerbsRemoteAccess& access = a.Open("poll");
+            const std::shared_ptr<VerbsRemoteAccess> access = a.Open("poll");
             if (max_completions <= 0 || max_completions > 1024) {
               Throw(absl::StatusCode::kInvalidArgument, "poll: max_completions in 1 .. 1024");
             }
@@ -217,7 +222,7 @@ void AddRemoteAccess(py::module_& m) {
             {
               py::gil_scoped_release unlocked;
               const int n = ibv_poll_cq(a.qp->cq, max_completions, wc.data());
-              for (int i = 0; i < n; ++i) handled += access.OnCompletion(wc[i]) ? 1 : 0;
+              for (int i = 0; i < n; ++i) handled += access->OnCompletion(wc[i]) ? 1 : 0;
             }
             return handled;
           },
@@ -228,22 +233,24 @@ void AddRemoteAccess(py::module_& m) {
       .def(
           "revoke_all",
           [](RemoteAccessObject& a) {
-            VerbsRemoteAccess& access = a.Open("revoke_all");
-            WithoutGil([&] { access.RevokeAllNow(); });
+            const std::shared_ptr<VerbsRemoteAccess> access = a.Open("revoke_all");
+            WithoutGil([&] { access->RevokeAllNow(); });
           },
           "revoke_all()\n\nRevokes every grant of the connection synchronously; further "
           "grants fail.")
-      .def_property_readonly(
-          "mechanism",
-          [](RemoteAccessObject& a) { return GrantMechanismName(a.Open("mechanism").mechanism()); })
+      .def_property_readonly("mechanism",
+                             [](RemoteAccessObject& a) {
+                               return GrantMechanismName(a.Open("mechanism")->mechanism());
+                             })
       .def_property_readonly(
           "range_enforced",
-          [](RemoteAccessObject& a) { return a.Open("range_enforced").range_enforced(); })
+          [](RemoteAccessObject& a) { return a.Open("range_enforced")->range_enforced(); })
       .def_property_readonly(
-          "live_grants", [](RemoteAccessObject& a) { return a.Open("live_grants").live_grants(); })
-      .def_property_readonly(
-          "pending_revocations",
-          [](RemoteAccessObject& a) { return a.Open("pending_revocations").pending_revocations(); })
+          "live_grants", [](RemoteAccessObject& a) { return a.Open("live_grants")->live_grants(); })
+      .def_property_readonly("pending_revocations",
+                             [](RemoteAccessObject& a) {
+                               return a.Open("pending_revocations")->pending_revocations();
+                             })
       .def("close", &RemoteAccessObject::Close,
            "close()\n\nRevokes every grant and ends the access (the GIL is released).")
       .def("__enter__", [](py::object self) { return self; })
@@ -255,7 +262,7 @@ void AddRemoteAccess(py::module_& m) {
   m.def(
       "describe_grants",
       [](py::handle array, const std::vector<RemoteGrant>& grants) {
-        const Array& target = ArrayOf(array, "describe_grants");
+        const Array& target = ArrayOf(array, "describe_grants").Usable("describe_grants");
         std::vector<std::byte> bytes = Take(DescribeGrants(target, grants));
         return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
       },

@@ -123,9 +123,9 @@ void AddPoolSharing(PoolClass& cls) {
   cls.def(
          "share",
          [](PoolObject& p, py::object sock) {
-           PoolState& state = p.Open("share");
+           const std::shared_ptr<PoolState> state = p.Open("share");
            const int fd = SocketFd(sock);
-           Check(WithoutGil([&] { return state.pool->Share(fd); }));
+           Check(WithoutGil([&] { return state->pool->Share(fd); }));
          },
          py::arg("sock"),
          "share(sock)\n\nSends every chunk and the pool's description on `sock` (a connected "
@@ -145,8 +145,8 @@ void AddPoolSharing(PoolClass& cls) {
       .def(
           "quiesce",
           [](PoolObject& p) {
-            PoolState& state = p.Open("quiesce");
-            Check(WithoutGil([&] { return state.pool->Quiesce(); }));
+            const std::shared_ptr<PoolState> state = p.Open("quiesce");
+            Check(WithoutGil([&] { return state->pool->Quiesce(); }));
             p.quiesced = true;
           },
           "quiesce()\n\nWarm restart, first step: ends every registration, and the pool "
@@ -155,8 +155,8 @@ void AddPoolSharing(PoolClass& cls) {
       .def(
           "hand_over",
           [](PoolObject& p, py::object sock, py::iterable live) {
-            PoolState& state = p.Open("hand_over");
-            const std::string id = IdBytes(state.pool->id());
+            const std::shared_ptr<PoolState> state = p.Open("hand_over");
+            const std::string id = IdBytes(state->pool->id());
             std::vector<BlockHandle> handles;
             for (py::handle item : live) {
               if (PyObject_TypeCheck(item.ptr(), &BlockType)) {
@@ -167,8 +167,8 @@ void AddPoolSharing(PoolClass& cls) {
               }
             }
             const int fd = SocketFd(sock);
-            Check(WithoutGil([&] { return state.pool->HandOver(fd, handles); }));
-            state.handed_over = true;
+            Check(WithoutGil([&] { return state->pool->HandOver(fd, handles); }));
+            state->handed_over = true;
           },
           py::arg("sock"), py::arg("live") = py::tuple(),
           "hand_over(sock, live=())\n\nWarm restart, second step (after quiesce()): sends the "
@@ -193,21 +193,21 @@ void AddPoolSharing(PoolClass& cls) {
       .def(
           "claim",
           [](PoolObject& p, py::handle handle) -> py::object {
-            PoolState& state = p.Open("claim");
-            const BlockHandle& h = HandleFor(handle, IdBytes(state.pool->id()), "claim");
+            const std::shared_ptr<PoolState> state = p.Open("claim");
+            const BlockHandle& h = HandleFor(handle, IdBytes(state->pool->id()), "claim");
             py::tuple key = py::make_tuple(h.chunk, h.offset);
-            if (state.claimed.contains(key)) {
-              py::object live = state.claimed[key]();
+            if (state->claimed.contains(key)) {
+              py::object live = state->claimed[key]();
               if (!live.is_none() &&
                   reinterpret_cast<BlockObject*>(live.ptr())->state == BlockState::kLive) {
                 return live;
               }
             }
-            absl::StatusOr<Block> block = WithoutGil([&] { return state.pool->Claim(h); });
+            absl::StatusOr<Block> block = WithoutGil([&] { return state->pool->Claim(h); });
             const Block b = Take(std::move(block));
-            py::object object = py::reinterpret_steal<py::object>(NewOwnedBlock(p.state, b));
+            py::object object = py::reinterpret_steal<py::object>(NewOwnedBlock(state, b));
             if (!object) throw py::error_already_set();
-            state.claimed[key] = py::module_::import("weakref").attr("ref")(object);
+            state->claimed[key] = py::module_::import("weakref").attr("ref")(object);
             return object;
           },
           py::arg("handle"),
@@ -217,10 +217,10 @@ void AddPoolSharing(PoolClass& cls) {
       .def(
           "adopted_blocks",
           [](PoolObject& p) {
-            PoolState& state = p.Open("adopted_blocks");
-            const std::string id = IdBytes(state.pool->id());
+            const std::shared_ptr<PoolState> state = p.Open("adopted_blocks");
+            const std::string id = IdBytes(state->pool->id());
             py::list out;
-            for (const BlockHandle& h : state.pool->AdoptedBlocks()) {
+            for (const BlockHandle& h : state->pool->AdoptedBlocks()) {
               out.append(HandleValue{id, h});
             }
             return out;
@@ -294,6 +294,7 @@ void AddSharing(py::module_& m) {
           [](AttachmentObject& a, py::object sock) {
             Attachment& att = a.Open("update");
             const int fd = SocketFd(sock);
+            const ViewHold hold(a);  // close() on another thread meanwhile waits for it
             Check(WithoutGil([&] { return att.Update(fd); }));
           },
           py::arg("sock"),

@@ -106,3 +106,17 @@ def test_attachment_waits_without_the_gil():
         got["a"].close()
         left.close()
         right.close()
+
+
+def test_close_while_another_thread_is_inside_a_call():
+    """A call that released the GIL holds the pool: close() on another thread meanwhile ends the
+    Pool object's use at once and leaves the destruction to that call's end."""
+    p = pinpool.Pool(**BIG)
+    t = threading.Thread(target=lambda: p.reserve("256MiB"))
+    t.start()
+    time.sleep(0.01)
+    p.close()  # reserve is still mapping and pinning
+    t.join(60)
+    assert not t.is_alive() and p.closed
+    with pytest.raises(pinpool.FreedError):
+        p.reserve("2MiB")
