@@ -16,8 +16,11 @@ import os
 import socket
 import tempfile
 import threading
+from typing import Optional, Union
 
 from pinpool import _pinpool
+
+PathLike = Union[str, "os.PathLike[str]"]
 
 _UPDATE = b"U"
 
@@ -30,10 +33,10 @@ class Attachment(_pinpool.Attachment):
     pool added since (one round trip) when a handle names one not mapped yet.
     """
 
-    _socket = None
+    _socket: Optional[socket.socket] = None
 
     @classmethod
-    def connect(cls, path):
+    def connect(cls, path: PathLike) -> "Attachment":
         """Connects to the ShareServer at ``path`` and maps the pool's chunks."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -45,7 +48,7 @@ class Attachment(_pinpool.Attachment):
         attachment._socket = sock
         return attachment
 
-    def update(self, sock=None):
+    def update(self, sock: Union[socket.socket, int, None] = None) -> None:
         """Maps the chunks the pool added since: from ``sock`` (after the owner's Pool.share), or
         by asking the ShareServer this attachment connected to."""
         if sock is None:
@@ -57,7 +60,7 @@ class Attachment(_pinpool.Attachment):
             sock.sendall(_UPDATE)
         super().update(sock)
 
-    def map(self, handle):
+    def map(self, handle: _pinpool.BlockHandle) -> _pinpool.Block:
         """The block ``handle`` names, as a Block view of this process's mapping."""
         try:
             return super().map(handle)
@@ -67,23 +70,23 @@ class Attachment(_pinpool.Attachment):
             self.update()
             return super().map(handle)
 
-    def close(self):
+    def close(self) -> None:
         """Unmaps once no view lives, and ends the connection to the ShareServer."""
         super().close()
         if self._socket is not None:
             self._socket.close()
             self._socket = None
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.close()
         return False
 
 
-_attached = {}
+_attached: dict = {}
 _attached_lock = threading.Lock()
 
 
-def attach(path):
+def attach(path: PathLike) -> Attachment:
     """This process's Attachment to the ShareServer at ``path``, made on first use.
 
     One per process and path (a fork child makes its own: the parent's is not the child's), so a
@@ -106,7 +109,7 @@ class ShareServer:
     ``with``) before closing the pool.
     """
 
-    def __init__(self, pool, path=None):
+    def __init__(self, pool: _pinpool.Pool, path: Optional[PathLike] = None) -> None:
         self._pool = pool
         self._own_dir = None
         if path is None:
@@ -149,7 +152,7 @@ class ShareServer:
                     self._connections.remove(conn)
             conn.close()
 
-    def close(self):
+    def close(self) -> None:
         """Stops accepting, closes every connection and removes the socket."""
         with self._lock:
             if self._closed:
@@ -171,9 +174,9 @@ class ShareServer:
         if self._own_dir is not None:
             os.rmdir(self._own_dir)
 
-    def __enter__(self):
+    def __enter__(self) -> "ShareServer":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.close()
         return False

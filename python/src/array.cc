@@ -13,6 +13,7 @@
 #include "pinpool/descriptor.h"
 #include "pool.h"
 #include "sizes.h"
+#include "with.h"
 
 namespace pinpool::python {
 
@@ -125,15 +126,16 @@ void AddArray(py::module_& m) {
                                r.address, r.chunk, r.first, r.count);
       });
 
-  py::class_<ArrayObject>(m, "Array",
-                          "`count` equal elements allocated and freed as one object that may "
-                          "span many chunks, no element straddling one (Pool.allocate_array; "
-                          "docs/arrays.md). array[i] is element i as a Block view (its address, "
-                          "keys, buffer and DLPack); run_view(r) a numpy view of the elements "
-                          "of one chunk; describe() the compact descriptor a peer decodes. Free "
-                          "it with free() or a `with` statement: the memory goes back once no "
-                          "view of it lives.")
-      .def("__len__", [](const ArrayObject& a) { return a.Usable("len()").size(); })
+  py::class_<ArrayObject> array_class(
+      m, "Array",
+      "`count` equal elements allocated and freed as one object that may "
+      "span many chunks, no element straddling one (Pool.allocate_array; "
+      "docs/arrays.md). array[i] is element i as a Block view (its address, "
+      "keys, buffer and DLPack); run_view(r) a numpy view of the elements "
+      "of one chunk; describe() the compact descriptor a peer decodes. Free "
+      "it with free() or a `with` statement: the memory goes back once no "
+      "view of it lives.");
+  array_class.def("__len__", [](const ArrayObject& a) { return a.Usable("len()").size(); })
       .def_property_readonly(
           "count", [](const ArrayObject& a) { return a.Usable("count").size(); }, "Elements.")
       .def_property_readonly(
@@ -212,22 +214,14 @@ void AddArray(py::module_& m) {
            "free()\n\nGives the array back to its pool once no view of it lives (elements, "
            "runs and what was made from them). Every later use raises FreedError. Runs a grant "
            "can still reach are held until the grant is revoked.")
-      .def("__enter__",
-           [](py::object self) {
-             self.cast<ArrayObject&>().Usable("with");
-             return self;
-           })
-      .def("__exit__",
-           [](ArrayObject& a, py::args) {
-             a.Free();
-             return false;
-           })
       .def("__repr__", [](const ArrayObject& a) {
         if (a.freed()) return std::string("<pinpool.Array, freed>");
         const Array& array = a.Usable("repr");
         return absl::StrFormat("<pinpool.Array of %u elements of %u bytes in %u runs>",
                                array.size(), array.element_size(), array.runs().size());
       });
+  WithStatement(
+      array_class, [](ArrayObject& a) { a.Usable("with"); }, [](ArrayObject& a) { a.Free(); });
 }
 
 }  // namespace pinpool::python

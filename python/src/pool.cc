@@ -25,6 +25,7 @@
 #include "gil.h"
 #include "raw_call.h"
 #include "sizes.h"
+#include "with.h"
 
 namespace pinpool::python {
 
@@ -660,16 +661,6 @@ void AddPool(py::module_& m) {
            "FreedError. The C++ pool (its chunks, registrations and pins) is destroyed at once "
            "when no block, array or remote access of it is left, else when the last goes. "
            "Closing twice does nothing.")
-      .def("__enter__",
-           [](py::object self) {
-             self.cast<PoolObject&>().Open("with");
-             return self;
-           })
-      .def("__exit__",
-           [](PoolObject& p, py::args) {
-             p.Close();
-             return false;
-           })
       .def("__repr__", [](PoolObject& p) {
         if (p.state == nullptr) return std::string("<pinpool.Pool, closed>");
         if (Stale(p.state->generation)) return std::string("<pinpool.Pool of the parent process>");
@@ -677,6 +668,8 @@ void AddPool(py::module_& m) {
         return absl::StrFormat("<pinpool.Pool of %s chunks, budget %s>",
                                FormatBytes(pool.chunk_size()), FormatBytes(pool.options().budget));
       });
+  WithStatement(
+      cls, [](PoolObject& p) { p.Open("with"); }, [](PoolObject& p) { p.Close(); });
   AddPoolSharing(cls);
   m.attr("OPENMETRICS_CONTENT_TYPE") = std::string(kOpenMetricsContentType);
 }

@@ -24,6 +24,7 @@
 #include "remote_access.h"
 #include "sizes.h"
 #include "verbs_qp.h"
+#include "with.h"
 
 namespace pinpool::python {
 
@@ -115,7 +116,7 @@ void AddRemoteAccess(py::module_& m) {
                                ToUnderlying(g.rkey), g.length, GrantMechanismName(g.mechanism));
       });
 
-  py::class_<RemoteAccessObject>(
+  py::class_<RemoteAccessObject> access_class(
       m, "RemoteAccess",
       "RemoteAccess(pool, qp, *, domain=0, mechanism='auto', min_idle_windows=64)\n\n"
       "Per-block remote access for the peer of one connection (qp, an RcQueuePair on the PD of "
@@ -125,7 +126,8 @@ void AddRemoteAccess(py::module_& m) {
       "range) or 'auto' (windows where the device enforces their bounds, else regions: rxe "
       "uses regions). With windows, call poll() to report the connection's completions. "
       "close() (or the object's end) revokes every grant; Pool.quiesce() needs every access "
-      "closed.")
+      "closed.");
+  access_class
       .def(py::init([](py::object pool_object, py::object qp_object, std::size_t domain,
                        const std::string& mechanism, std::uint32_t min_idle_windows) {
              PoolObject& p = pool_object.cast<PoolObject&>();
@@ -252,12 +254,10 @@ void AddRemoteAccess(py::module_& m) {
                                return a.Open("pending_revocations")->pending_revocations();
                              })
       .def("close", &RemoteAccessObject::Close,
-           "close()\n\nRevokes every grant and ends the access (the GIL is released).")
-      .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](RemoteAccessObject& a, py::args) {
-        a.Close();
-        return false;
-      });
+           "close()\n\nRevokes every grant and ends the access (the GIL is released).");
+  WithStatement(
+      access_class, [](RemoteAccessObject& a) { a.Open("with"); },
+      [](RemoteAccessObject& a) { a.Close(); });
 
   m.def(
       "describe_grants",

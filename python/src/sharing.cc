@@ -17,6 +17,7 @@
 #include "pinpool/share.h"
 #include "pool.h"
 #include "sizes.h"
+#include "with.h"
 
 namespace pinpool::python {
 
@@ -274,14 +275,15 @@ void AddSharing(py::module_& m) {
                                            t[3].cast<std::uint64_t>()}};
           }));
 
-  py::class_<AttachmentObject>(
+  py::class_<AttachmentObject> attachment_class(
       m, "Attachment",
       "Attachment(sock)\n\nAnother process's view of a shared pool: receives what Pool.share "
       "sent on `sock` (a connected Unix stream socket) and maps every chunk (the GIL is "
       "released while it waits). map(handle) gives a block's memory as a Block view to read and "
       "write in place; an attached process cannot allocate, free or grant. "
       "Attachment.connect(path) connects to a pinpool.ShareServer, and then map() asks for the "
-      "chunks the pool added since by itself. close() unmaps once no view lives.")
+      "chunks the pool added since by itself. close() unmaps once no view lives.");
+  attachment_class
       .def(py::init([](py::object sock) {
              const int fd = SocketFd(sock);
              absl::StatusOr<std::unique_ptr<Attachment>> a =
@@ -326,16 +328,10 @@ void AddSharing(py::module_& m) {
           [](const AttachmentObject& a) { return a.Open("chunks_mapped").chunks_mapped(); })
       .def_property_readonly("closed", &AttachmentObject::closed)
       .def("close", &AttachmentObject::Close,
-           "close()\n\nUnmaps every chunk once no view of them lives (at once when none does).")
-      .def("__enter__",
-           [](py::object self) {
-             self.cast<AttachmentObject&>().Open("with");
-             return self;
-           })
-      .def("__exit__", [](AttachmentObject& a, py::args) {
-        a.Close();
-        return false;
-      });
+           "close()\n\nUnmaps every chunk once no view of them lives (at once when none does).");
+  WithStatement(
+      attachment_class, [](AttachmentObject& a) { a.Open("with"); },
+      [](AttachmentObject& a) { a.Close(); });
 }
 
 }  // namespace pinpool::python
