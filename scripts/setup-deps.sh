@@ -4,7 +4,10 @@
 #     `setup-deps.sh --build`);
 #   test_packages: what the tests, benchmarks, providers and the fuzzer add (valgrind: the
 #     instruction counts, bench/instruction-counts.sh; clang 14 and its
-#     compiler-rt: the libFuzzer target and its sanitizer runtimes; gcc's sanitizers come with gcc).
+#     compiler-rt: the libFuzzer target and its sanitizer runtimes; gcc's sanitizers come with gcc),
+#     and the Python package with its tests (python/: pybind11 and the interpreter's headers to
+#     build it; numpy, torch, pytest and pyverbs to test it; venv, setuptools and wheel for
+#     `pip install .` offline).
 # With no argument it installs both (scripts/test.sh). The soft-RoCE guest's host packages are
 # scripts/setup-vm-deps.sh's.
 # Idempotent and quiet: does nothing (and needs no network) when all packages are present.
@@ -22,6 +25,8 @@ test_packages=(
   util-linux valgrind gdb python3-prometheus-client
   clang-14 libclang-rt-14-dev python3
   libmimalloc-dev libgoogle-perftools-dev libucx-dev libfabric-dev perftest gnuplot-nox
+  python3-dev pybind11-dev python3-numpy python3-torch python3-pytest python3-pyverbs
+  python3-venv python3-setuptools python3-wheel
 )
 
 case "${1:-}" in

@@ -1,6 +1,5 @@
 // RcPair: two loopback RC queue pairs (see rc_pair.h for the contract). The connection steps are
-// the standard RESET -> INIT -> RTR -> RTS sequence with each QP's peer being the other one; the
-// numbers chosen are explained where they are set.
+// rc_connect.h's, with each QP's peer being the other one.
 #include "rc_pair.h"
 
 #include <cerrno>
@@ -11,91 +10,8 @@
 #include "absl/strings/str_format.h"
 
 namespace pinpool::testing {
-namespace {
 
-absl::Status VerbsError(const char* what, int err) {
-  return absl::InternalError(absl::StrFormat("%s failed: %s", what, std::strerror(err)));
-}
-
-bool IsIpv4Mapped(const ibv_gid& gid) {
-  static constexpr std::uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return std::memcmp(gid.raw, kPrefix, sizeof(kPrefix)) == 0;
-}
-
-// Moves `qp` to INIT, RTR and RTS with `peer_qpn` as the other end, reached through `gid`.
-absl::Status ConnectQp(ibv_qp* qp, std::uint32_t peer_qpn, std::uint8_t port, ibv_mtu mtu,
-                       int gid_index, const ibv_gid& gid, std::uint8_t timeout) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = port;
-  // The QP accepts every remote operation: whether one is allowed is then decided by the memory
-  // region's own access rights alone, which is what the tests examine.
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
-                      IBV_ACCESS_REMOTE_ATOMIC;
-  if (const int err = ibv_modify_qp(
-          qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-      err != 0) {
-    return VerbsError("ibv_modify_qp(INIT)", err);
-  }
-
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = mtu;
-  a.dest_qp_num = peer_qpn;
-  a.rq_psn = 0;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;  // RoCE: every packet carries a GRH
-  a.ah_attr.grh.dgid = gid;
-  a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(gid_index);
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = port;
-  if (const int err =
-          ibv_modify_qp(qp, &a,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-      err != 0) {
-    return VerbsError("ibv_modify_qp(RTR)", err);
-  }
-
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = timeout;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.sq_psn = 0;
-  a.max_rd_atomic = 1;
-  if (const int err = ibv_modify_qp(qp, &a,
-                                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                        IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-      err != 0) {
-    return VerbsError("ibv_modify_qp(RTS)", err);
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::StatusOr<int> FindIpv4MappedGid(ibv_context* context, std::uint8_t port) {
-  ibv_port_attr attr{};
-  if (const int err = ibv_query_port(context, port, &attr); err != 0) {
-    return VerbsError("ibv_query_port", err);
-  }
-  for (int i = 0; i < attr.gid_tbl_len; ++i) {
-    ibv_gid_entry entry{};
-    // ENODATA marks an empty slot; the table may have holes.
-    if (ibv_query_gid_ex(context, port, static_cast<std::uint32_t>(i), &entry, 0) != 0) continue;
-    if (entry.gid_type != IBV_GID_TYPE_ROCE_V2) continue;
-    ibv_gid gid;
-    std::memcpy(gid.raw, entry.gid.raw, sizeof(gid.raw));
-    if (IsIpv4Mapped(gid)) return i;
-  }
-  return absl::NotFoundError(absl::StrFormat(
-      "%s port %d has no IPv4-mapped RoCE v2 GID (give its netdev an IPv4 address and wait for "
-      "the GID table to fill)",
-      ibv_get_device_name(context->device), port));
-}
+using support::VerbsCallError;
 
 absl::StatusOr<std::unique_ptr<RcPair>> RcPair::Connect(ibv_pd* pd_a, ibv_pd* pd_b,
                                                         const Options& options) {
@@ -105,7 +21,7 @@ absl::StatusOr<std::unique_ptr<RcPair>> RcPair::Connect(ibv_pd* pd_a, ibv_pd* pd
   }
   ibv_port_attr port_attr{};
   if (const int err = ibv_query_port(pd_a->context, port, &port_attr); err != 0) {
-    return VerbsError("ibv_query_port", err);
+    return VerbsCallError("ibv_query_port", err);
   }
   if (port_attr.state != IBV_PORT_ACTIVE) {
     return absl::UnavailableError(absl::StrFormat("%s port %d is %s, not ACTIVE",
@@ -116,7 +32,7 @@ absl::StatusOr<std::unique_ptr<RcPair>> RcPair::Connect(ibv_pd* pd_a, ibv_pd* pd
   if (!gid_index.ok()) return gid_index.status();
   std::unique_ptr<RcPair> pair(new RcPair());
   if (const int err = ibv_query_gid(pd_a->context, port, *gid_index, &pair->gid_); err != 0) {
-    return VerbsError("ibv_query_gid", err);
+    return VerbsCallError("ibv_query_gid", err);
   }
   pair->gid_index_ = *gid_index;
   pair->options_ = options;
@@ -127,7 +43,7 @@ absl::StatusOr<std::unique_ptr<RcPair>> RcPair::Connect(ibv_pd* pd_a, ibv_pd* pd
     e.cq = ibv_create_cq(pds[i]->context,
                          static_cast<int>(2 * (options.max_send_wr + options.max_recv_wr)), nullptr,
                          nullptr, 0);
-    if (e.cq == nullptr) return VerbsError("ibv_create_cq", errno);
+    if (e.cq == nullptr) return VerbsCallError("ibv_create_cq", errno);
     ibv_qp_init_attr init{};
     init.send_cq = e.cq;
     init.recv_cq = e.cq;
@@ -137,7 +53,7 @@ absl::StatusOr<std::unique_ptr<RcPair>> RcPair::Connect(ibv_pd* pd_a, ibv_pd* pd
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     e.qp = ibv_create_qp(pds[i], &init);
-    if (e.qp == nullptr) return VerbsError("ibv_create_qp", errno);
+    if (e.qp == nullptr) return VerbsCallError("ibv_create_qp", errno);
   }
   if (absl::Status s = pair->Reconnect(); !s.ok()) return s;
   return pair;
@@ -148,7 +64,7 @@ absl::Status RcPair::Reconnect() {
     ibv_qp_attr reset{};
     reset.qp_state = IBV_QPS_RESET;
     if (const int err = ibv_modify_qp(e.qp, &reset, IBV_QP_STATE); err != 0) {
-      return VerbsError("ibv_modify_qp(RESET)", err);
+      return VerbsCallError("ibv_modify_qp(RESET)", err);
     }
     // Completions of the old connection (flushed work requests) are not this one's.
     for (ibv_wc wc; ibv_poll_cq(e.cq, 1, &wc) > 0;) {
@@ -156,8 +72,14 @@ absl::Status RcPair::Reconnect() {
     e.receives.clear();
   }
   for (int i = 0; i < 2; ++i) {
-    absl::Status s = ConnectQp(ends_[i].qp, ends_[1 - i].qp->qp_num, options_.port, mtu_,
-                               gid_index_, gid_, options_.timeout);
+    absl::Status s = support::ConnectQp(
+        ends_[i].qp, support::RcPeer{.qp_num = ends_[1 - i].qp->qp_num, .psn = 0, .gid = gid_},
+        support::RcPath{.port = options_.port,
+                        .mtu = mtu_,
+                        .gid_index = gid_index_,
+                        .timeout = options_.timeout,
+                        .psn = 0,
+                        .rd_atomic = 1});
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -231,7 +153,7 @@ absl::Status RcPair::PostRecv(Side side, const ibv_sge& local) {
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   if (const int err = ibv_post_recv(End(side).qp, &wr, &bad); err != 0) {
-    return VerbsError("ibv_post_recv", err);
+    return VerbsCallError("ibv_post_recv", err);
   }
   return absl::OkStatus();
 }
@@ -308,7 +230,7 @@ absl::StatusOr<ibv_wc_status> RcPair::PostAndWait(Side from, ibv_send_wr& wr, co
   wr.send_flags |= IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
   if (const int err = ibv_post_send(End(from).qp, &wr, &bad); err != 0) {
-    return VerbsError("ibv_post_send", err);
+    return VerbsCallError("ibv_post_send", err);
   }
   awaited_wr_id_ = wr.wr_id;
   awaited_status_.reset();

@@ -29,12 +29,11 @@
 
 #include "absl/status/statusor.h"
 #include "pinpool/verbs.h"
+#include "rc_connect.h"
 
 namespace pinpool::testing {
 
-// The GID table index of `port`'s IPv4-mapped RoCE v2 entry. kNotFound when the port has none
-// (no IPv4 address on the device's netdev yet: the table fills asynchronously).
-absl::StatusOr<int> FindIpv4MappedGid(ibv_context* context, std::uint8_t port);
+using support::FindIpv4MappedGid;
 
 class RcPair {
  public:

@@ -83,12 +83,18 @@ def problems_in(root, rel):
         if THE_ISSUE.search(line):
             found.append(f"{rel}:{n}: says \"the issue\": say what and why instead")
         claims = []
+
+        def named(m):  # not when a placeholder follows: layout-v<N>.txt, x_*.cc
+            return m.end() >= len(line) or line[m.end()] not in "<*{$"
+
         for m in TOP_PATH.finditer(line):
-            claims.append(m.group(0))
+            if named(m):
+                claims.append(m.group(0))
         for m in PUBLIC.finditer(line):
             claims.append("include/" + m.group(0))
         for m in ROOM_PATH.finditer(line):
-            claims.append("src/" + m.group(0))
+            if named(m):
+                claims.append("src/" + m.group(0))
         if rel.endswith(".md"):
             for m in MD_LINK.finditer(line):
                 target = m.group(1)
@@ -96,7 +102,7 @@ def problems_in(root, rel):
                     continue
                 claims.append(os.path.normpath(os.path.join(os.path.dirname(rel), target)))
         for claim in claims:
-            path = re.sub(r"(\.(?:sh|py|md|cc|h))[-\w]+$", r"\1", claim.rstrip(".,;:)'`\"-"))
+            path = re.sub(r"(\.(?:sh|py|md|cc|h))-[-\w]+$", r"\1", claim.rstrip(".,;:)'`\"-"))
             if placeholder(path) or path.startswith("build/") or "/build/" in path:
                 continue
             if not exists(root, rel, path):
