@@ -93,7 +93,12 @@ CloneSupport Probe() {
       support.keeps_later_entries = support.ranges && filled && SlotFilled(dst.ring_fd, 2);
     }
   }
-  for (int i = 0; i < made; ++i) io_uring_queue_exit(&rings[static_cast<std::size_t>(i)]);
+  // Unregistering waits for the probe page's unpin; closing the rings would drop it later, from
+  // the kernel's ring teardown, after a caller has measured VmPin.
+  for (int i = 0; i < made; ++i) {
+    UnregisterTable(rings[static_cast<std::size_t>(i)].ring_fd);
+    io_uring_queue_exit(&rings[static_cast<std::size_t>(i)]);
+  }
   if (page != MAP_FAILED) munmap(page, 4096);
   return support;
 }
