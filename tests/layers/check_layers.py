@@ -3,8 +3,9 @@
 
 Checks, over every quoted #include:
   - a layer includes only itself and the layers below it: util < os < domain < arena < heap <
-    pool < providers/verbs (the verbs provider is in the core, above the pool, and uses the pool
-    only through public headers: never arena/, heap/ or pool/);
+    pool < providers/verbs < providers/io_uring (the verbs and io_uring providers are in the
+    core, above the pool, and use the pool only through public headers: never arena/, heap/ or
+    pool/; neither includes the other);
   - the UCX and libfabric providers (src/providers/ucx, src/providers/fabric) include no src/
     header at all: public headers only, as any domain writer's library would;
   - the public headers (include/pinpool/) include no src/ header;
@@ -16,10 +17,13 @@ import os
 import re
 import sys
 
-ORDER = ["util", "os", "domain", "arena", "heap", "pool", "providers/verbs"]
-# What a provider in the core may use of the layers below it: the pool only through its public
-# headers.
-PROVIDER_MAY_USE = {"util", "os", "domain", "providers/verbs"}
+ORDER = ["util", "os", "domain", "arena", "heap", "pool", "providers/verbs", "providers/io_uring"]
+# What each provider in the core may use of the layers below it: the pool only through its
+# public headers.
+PROVIDER_MAY_USE = {
+    "providers/verbs": {"util", "os", "domain", "providers/verbs"},
+    "providers/io_uring": {"util", "os", "domain", "providers/io_uring"},
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -56,8 +60,8 @@ def main(root):
                 elif mine in ("providers/ucx", "providers/fabric"):
                     problems.append(f"src/{rel}: includes \"{inc}\": an engine provider uses "
                                     "public headers only")
-                elif mine == "providers/verbs" and theirs not in PROVIDER_MAY_USE:
-                    problems.append(f"src/{rel}: includes \"{inc}\": the verbs provider uses "
+                elif mine in PROVIDER_MAY_USE and theirs not in PROVIDER_MAY_USE[mine]:
+                    problems.append(f"src/{rel}: includes \"{inc}\": {mine} uses "
                                     f"{theirs}/ only through public headers")
                 elif ORDER.index(theirs) > ORDER.index(mine):
                     problems.append(f"src/{rel}: includes \"{inc}\": {mine} is below {theirs}")
