@@ -82,8 +82,9 @@ struct SendingPool {
   std::shared_ptr<IoUringDomain> domain;
   std::unique_ptr<Pool> pool;
   std::unique_ptr<IoUringZeroCopy> zc;
-  // 4 KiB pages: a send from huge pages charges a loopback receiver's buffer by the huge page,
-  // and its window closes before a 64 KiB send fits (the send then waits for the receiver).
+  // 4 KiB pages: the single sends here must complete before their receiver reads, and a 256 KiB
+  // zero-copy send from transparent huge pages to a loopback receiver that has not read waits
+  // for it (its receive window closes), where one from 4 KiB pages completes.
   explicit SendingPool(PageSize page_size = PageSize::k4K) {
     domain = IoUringDomain::Create(64).value();
     PoolOptions o;
@@ -116,7 +117,7 @@ io_uring_cqe SubmitAndWait(io_uring* ring) {
 
 void Pattern(const Block& b, unsigned char seed) { std::memset(b.data(), seed, b.size()); }
 
-// The experiment, with the hold: 256 KiB sent to a receiver that has not read yet; the
+// The experiment, with the hold: 64 KiB sent to a receiver that has not read yet; the
 // first completion reports it all sent; the block is freed and every allocation of its size
 // misses it; the receiver then reads the original bytes; the notification gives the block back.
 TEST(ZeroCopyTest, ABlockFreedAfterTheFirstCompletionIsHeldUntilTheNotification) {
