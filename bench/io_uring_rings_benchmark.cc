@@ -178,12 +178,12 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("kernel_clones_ranges", clone.ranges ? "yes" : "no");
   for (const bool c : {true, false}) {
     const std::string mode = c ? "clone" : "per_ring";
-    benchmark::RegisterBenchmark(("join/" + mode).c_str(),
-                                 [c](benchmark::State& s) { Join(s, c); })
-        ->Apply(RingCounts);
-    benchmark::RegisterBenchmark(("grow/" + mode).c_str(),
-                                 [c](benchmark::State& s) { Grow(s, c); })
-        ->Apply(RingCounts);
+    benchmark::RegisterBenchmark(("join/" + mode).c_str(), [c](benchmark::State& s) {
+      Join(s, c);
+    })->Apply(RingCounts);
+    benchmark::RegisterBenchmark(("grow/" + mode).c_str(), [c](benchmark::State& s) {
+      Grow(s, c);
+    })->Apply(RingCounts);
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

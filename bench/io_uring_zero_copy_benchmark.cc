@@ -117,9 +117,10 @@ void BM_SendZeroCopy(benchmark::State& state) {
   Sender& s = Get();
   io_uring* ring = s.domain->ring();
   const auto size = static_cast<std::size_t>(state.range(0));
-  const std::uint64_t deferred_before = pinpool::FigureValue(
-      s.pool->GetStats().grants.figures, pinpool::IoUringZeroCopyFigures::kDeferredFrees)
-                                            .value_or(0);
+  const std::uint64_t deferred_before =
+      pinpool::FigureValue(s.pool->GetStats().grants.figures,
+                           pinpool::IoUringZeroCopyFigures::kDeferredFrees)
+          .value_or(0);
   std::uint64_t id = 0;
   for (auto _ : state) {
     const pinpool::Block b = Fill(s, size);
@@ -140,10 +141,11 @@ void BM_SendZeroCopy(benchmark::State& state) {
     s.pool->Deallocate(b);  // held until its notification if that has not come
   }
   (void)s.zc->Drain(ring, std::chrono::seconds(10));
-  const std::uint64_t deferred = pinpool::FigureValue(s.pool->GetStats().grants.figures,
-                                                      pinpool::IoUringZeroCopyFigures::kDeferredFrees)
-                                     .value_or(0) -
-                                 deferred_before;
+  const std::uint64_t deferred =
+      pinpool::FigureValue(s.pool->GetStats().grants.figures,
+                           pinpool::IoUringZeroCopyFigures::kDeferredFrees)
+          .value_or(0) -
+      deferred_before;
   state.counters["deferred_frees"] =
       benchmark::Counter(static_cast<double>(deferred), benchmark::Counter::kAvgIterations);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * size));

@@ -150,8 +150,8 @@ class PINPOOL_EXPORT IoUringZeroCopy {
   std::size_t in_flight() const;
 
  private:
-  struct State;
-  explicit IoUringZeroCopy(std::unique_ptr<State> state);
+  struct PINPOOL_NO_EXPORT State;
+  PINPOOL_NO_EXPORT explicit IoUringZeroCopy(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
 

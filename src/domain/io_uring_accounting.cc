@@ -66,8 +66,8 @@ absl::Status CheckAccountedHere(int fd, std::optional<std::uint32_t> slot) {
     const std::size_t bytes = static_cast<std::size_t>(i) * kPage;
     const int ret = PinAndMeasure(fd, slot, pages, bytes, grew);
     if (ret < 0) {
-      status = absl::InternalError(absl::StrFormat(
-          "registering a probe page in the ring failed: %s", std::strerror(-ret)));
+      status = absl::InternalError(
+          absl::StrFormat("registering a probe page in the ring failed: %s", std::strerror(-ret)));
       break;
     }
     if (grew == static_cast<long long>(bytes)) {

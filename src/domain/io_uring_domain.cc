@@ -84,9 +84,10 @@ absl::Status CloneError(int ret, const std::string& where) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "cloning the domain's buffers into %s failed: out of kernel memory (ENOMEM)", where));
   }
-  return absl::InternalError(absl::StrFormat("the kernel refused to clone the domain's buffers "
-                                             "into %s: %s",
-                                             where, std::strerror(err)));
+  return absl::InternalError(
+      absl::StrFormat("the kernel refused to clone the domain's buffers "
+                      "into %s: %s",
+                      where, std::strerror(err)));
 }
 
 class IoUringDomainImpl final : public IoUringDomain {
@@ -136,10 +137,10 @@ class IoUringDomainImpl final : public IoUringDomain {
         for (std::size_t j = 0; j < i; ++j) internal::UpdateSlot(members_[j].ref.fd(), slot, {}, 0);
         internal::UpdateSlot(source_.fd(), slot, nullptr, 0);
         return absl::Status(
-            s.code(), absl::StrFormat("a chunk of %s was not registered: ring %d of the %d that "
-                                      "joined the domain refused it: %s",
-                                      internal::FormatBytes(length), i + 1, members_.size(),
-                                      s.message()));
+            s.code(),
+            absl::StrFormat("a chunk of %s was not registered: ring %d of the %d that "
+                            "joined the domain refused it: %s",
+                            internal::FormatBytes(length), i + 1, members_.size(), s.message()));
       }
     }
     free_.pop_back();
@@ -233,7 +234,8 @@ class IoUringDomainImpl final : public IoUringDomain {
           closed_.erase(it);
           return absl::FailedPreconditionError(story);
         }
-        return absl::NotFoundError("IoUringDomain::RemoveRing: the domain does not serve that ring");
+        return absl::NotFoundError(
+            "IoUringDomain::RemoveRing: the domain does not serve that ring");
       }
     }
     // Outside the lock: before Linux 6.13 this waits for the ring's I/O on the domain's buffers
@@ -310,7 +312,7 @@ class IoUringDomainImpl final : public IoUringDomain {
   IoUringSharing SharingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!sharing_) {  // probed at first need: Create need not pay for it
       sharing_ = options_.clone && internal::KernelCloneSupport().ranges ? IoUringSharing::kClone
-                                                                          : IoUringSharing::kPerRing;
+                                                                         : IoUringSharing::kPerRing;
     }
     return *sharing_;
   }
@@ -362,8 +364,8 @@ class IoUringDomainImpl final : public IoUringDomain {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (sharing == IoUringSharing::kClone) {
       // The kernel checks that both rings are charged to one process and user (EINVAL if not).
-      const int ret = internal::CloneSlots(m.ref.fd(), source_.fd(), options_.first_slot,
-                                           options_.slots);
+      const int ret =
+          internal::CloneSlots(m.ref.fd(), source_.fd(), options_.first_slot, options_.slots);
       if (ret < 0) return CloneError(ret, Where(m));
       ++clones_;
       return absl::OkStatus();
@@ -476,8 +478,8 @@ absl::StatusOr<std::shared_ptr<IoUringDomain>> MakeDomain(io_uring* ring,
     if (owned) io_uring_queue_exit(owned.get());
     return s;
   }
-  return std::shared_ptr<IoUringDomain>(std::make_shared<IoUringDomainImpl>(
-      ring, *std::move(source), std::move(owned), options));
+  return std::shared_ptr<IoUringDomain>(
+      std::make_shared<IoUringDomainImpl>(ring, *std::move(source), std::move(owned), options));
 }
 
 }  // namespace

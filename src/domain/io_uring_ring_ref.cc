@@ -14,8 +14,8 @@ namespace pinpool::internal {
 absl::StatusOr<RingRef> RingRef::Take(int app_fd) {
   struct stat st;
   if (app_fd < 0 || fstat(app_fd, &st) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("ring descriptor %d: %s", app_fd, std::strerror(app_fd < 0 ? EBADF : errno)));
+    return absl::InvalidArgumentError(absl::StrFormat("ring descriptor %d: %s", app_fd,
+                                                      std::strerror(app_fd < 0 ? EBADF : errno)));
   }
   const int fd = fcntl(app_fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) {

@@ -39,8 +39,8 @@ namespace pinpool {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::FixedIo;
+using ::testing::HasSubstr;
 using testing::ProcStatusBytes;
 using testing::ScratchFile;
 using testing::WaitUntil;
@@ -197,8 +197,7 @@ TEST_P(EightRingsTest, ShareTheRegistrationAndReadAndWriteEveryChunkOnEveryRing)
     rings.push_back(std::make_unique<Ring>());
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE(domain->AddRing(rings.back()->get()).ok());
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     slowest = std::max(slowest, s);
   }
   const double per_gib = slowest / (static_cast<double>(bytes) / kGiB);
@@ -242,13 +241,14 @@ TEST_P(EightRingsTest, ShareTheRegistrationAndReadAndWriteEveryChunkOnEveryRing)
       << "destroying the pool and the domain waits for every ring's pins to drop";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Pools, EightRingsTest,
-    ::testing::Values(EightRingsCase{"4K", PageSize::k4K, true},
-                      EightRingsCase{"2M", PageSize::k2M, true},
-                      EightRingsCase{"4K_per_ring", PageSize::k4K, false},
-                      EightRingsCase{"2M_per_ring", PageSize::k2M, false}),
-    [](const ::testing::TestParamInfo<EightRingsCase>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Pools, EightRingsTest,
+                         ::testing::Values(EightRingsCase{"4K", PageSize::k4K, true},
+                                           EightRingsCase{"2M", PageSize::k2M, true},
+                                           EightRingsCase{"4K_per_ring", PageSize::k4K, false},
+                                           EightRingsCase{"2M_per_ring", PageSize::k2M, false}),
+                         [](const ::testing::TestParamInfo<EightRingsCase>& i) {
+                           return std::string(i.param.name);
+                         });
 
 PoolOptions SmallPool(std::shared_ptr<Domain> domain) {
   PoolOptions o;
@@ -309,8 +309,7 @@ TEST_P(RingsTest, TrimReachesEveryRing) {
   for (io_uring* r : {domain->ring(), a.get(), b.get()}) {
     EXPECT_EQ(FixedIo(r, false, file.fd(), Block(keep.data(), 4096, &keep.chunk()), 0, 0), 0)
         << "the kept chunk still reads (an empty file: 0 bytes)";
-    EXPECT_EQ(FixedIo(r, true, file.fd(), Block(stale.data(), 4096, &stale.chunk()), 0, 0),
-              -EFAULT)
+    EXPECT_EQ(FixedIo(r, true, file.fd(), Block(stale.data(), 4096, &stale.chunk()), 0, 0), -EFAULT)
         << "the trimmed chunk's slot is empty in every ring";
   }
   pool->Deallocate(keep);

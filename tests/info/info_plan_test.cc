@@ -398,7 +398,8 @@ TEST(InfoIoUringTest, RingsCostThePoolOnceWhereTheKernelClonesAndOncePerRingWher
   const Finding* over = Find(all, "io_uring_rings_exceed_memlock");
   ASSERT_NE(over, nullptr);
   EXPECT_EQ(over->severity, Severity::kWarning);
-  EXPECT_THAT(over->problem, AllOf(HasSubstr("would charge 8 GiB"), HasSubstr("4 GiB of headroom")));
+  EXPECT_THAT(over->problem,
+              AllOf(HasSubstr("would charge 8 GiB"), HasSubstr("4 GiB of headroom")));
   EXPECT_THAT(over->fix, AllOf(HasSubstr("`ulimit -l 8388608`"), HasSubstr("fewer rings")));
   std::string error;
   auto v = testing::ParseJson(RenderJson(f, plan, all), &error);
@@ -549,9 +550,14 @@ TEST(InfoArgsTest, OptionsWithAndWithoutEquals) {
   o = Parse({"--rings=16"}, error);
   ASSERT_TRUE(o.has_value()) << error;
   EXPECT_EQ(o->rings, 16u);
-  for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
-           {"--budget"}, {"--budget", "x"}, {"--json=yes"}, {"--frobnicate"}, {"--device", "a"},
-           {"--rings", "0"}, {"--rings", "many"}, {"--rings", "8x"}}) {
+  for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{{"--budget"},
+                                                                            {"--budget", "x"},
+                                                                            {"--json=yes"},
+                                                                            {"--frobnicate"},
+                                                                            {"--device", "a"},
+                                                                            {"--rings", "0"},
+                                                                            {"--rings", "many"},
+                                                                            {"--rings", "8x"}}) {
     EXPECT_FALSE(Parse(bad, error).has_value()) << bad[0];
     EXPECT_THAT(error, Not(IsEmpty()));
   }

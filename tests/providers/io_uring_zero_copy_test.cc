@@ -42,8 +42,8 @@
 namespace pinpool {
 namespace {
 
-using ::testing::HasSubstr;
 using internal::os::UniqueFd;
+using ::testing::HasSubstr;
 using testing::WaitUntil;
 using F = IoUringZeroCopyFigures;
 
@@ -189,8 +189,8 @@ struct StressResult {
 };
 
 // One sender (this thread) sends `messages` blocks with SEND_ZC, in linked batches of 16, and
-// frees each at its first completion; two threads allocate blocks of the same sizes and overwrite them
-// as fast as they can; the receiver checks every byte. Stops early after `stop_after_corrupt`
+// frees each at its first completion; two threads allocate blocks of the same sizes and overwrite
+// them as fast as they can; the receiver checks every byte. Stops early after `stop_after_corrupt`
 // corrupt messages.
 StressResult RunStress(SendingPool& s, std::uint64_t messages, std::uint64_t stop_after_corrupt) {
   TcpPair tcp;
@@ -309,8 +309,7 @@ TEST(ZeroCopyStressTest, HundredThousandMessagesArriveByteExactWhileFreedBlocksA
   const auto t0 = std::chrono::steady_clock::now();
   const StressResult r = RunStress(s, messages, 1);
   std::fprintf(stderr, "sent %llu, received %llu, corrupt %llu, in %.1f s; deferred frees %llu\n",
-               static_cast<unsigned long long>(r.sent),
-               static_cast<unsigned long long>(r.received),
+               static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.received),
                static_cast<unsigned long long>(r.corrupt_messages),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                static_cast<unsigned long long>(s.GrantFigure(F::kDeferredFrees)));
@@ -410,8 +409,7 @@ TEST(ZeroCopyTest, CreateNeedsAnIoUringDomain) {
   EXPECT_EQ(IoUringZeroCopy::Create(*pool).status().code(), absl::StatusCode::kInvalidArgument);
   IoUringZeroCopyOptions zo;
   zo.domain = 0;
-  EXPECT_EQ(IoUringZeroCopy::Create(*pool, zo).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(IoUringZeroCopy::Create(*pool, zo).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // One block sent on three rings of one domain (its own and two that joined), freed after the three
@@ -460,6 +458,17 @@ TEST(ZeroCopyTest, ARingClosedWithSendsInFlightNeitherLeaksNorReusesTheirBlocks)
   SendAndGetResult(s, tcp, b, 5, ring);
   s.pool->Deallocate(b);
   io_uring_queue_exit(ring);  // torn down with the send in flight
+  // A new ring in the same struct, joined: a completion of its own with the old send's user_data
+  // (even one that looks like a notification) must not end the old send's hold.
+  ASSERT_EQ(io_uring_queue_init(8, ring, 0), 0);
+  ASSERT_TRUE(s.domain->AddRing(ring).ok());
+  io_uring_cqe lookalike{};
+  lookalike.user_data = 5;
+  lookalike.flags = IORING_CQE_F_NOTIF;
+  EXPECT_EQ(s.zc->OnCompletion(ring, lookalike), ZeroCopyCompletion::kNotTracked);
+  EXPECT_EQ(s.pool->GetStats().grants.held_blocks, 1u);
+  ASSERT_TRUE(s.domain->RemoveRing(ring).ok());
+  io_uring_queue_exit(ring);
   delete ring;
   EXPECT_EQ(s.zc->Poll(), 1u) << "the notification has not come: the receiver has not read";
   std::vector<Block> others;

@@ -425,8 +425,9 @@ void CheckForkAndIoUring(const Facts& f, const PoolPlan& plan, std::vector<Findi
             "this kernel cannot clone a fixed-buffer registration into another ring (%s): an "
             "IoUringDomain serving %d rings registers every chunk in each, and the pool's %s "
             "are pinned and charged against RLIMIT_MEMLOCK %d times (%s)",
-            u.clone.whole_table ? "Linux 6.12 clones only whole tables, into rings that have none"
-                                : "IORING_REGISTER_CLONE_BUFFERS came in Linux 6.12, ranges in 6.13",
+            u.clone.whole_table
+                ? "Linux 6.12 clones only whole tables, into rings that have none"
+                : "IORING_REGISTER_CLONE_BUFFERS came in Linux 6.12, ranges in 6.13",
             plan.options.rings, FormatBytes(plan.pinned_bytes), plan.options.rings,
             FormatBytes(plan.ring_memlock_bytes)),
         "Linux 6.13 or later shares one registration between all the rings; until then size "

@@ -114,8 +114,8 @@ PoolPlan PlanPool(const ToolOptions& options, const Facts& facts) {
 
   // An IoUringDomain over options.rings rings: one registration cloned into all of them where
   // the kernel clones ranges, else one per ring (the domain's own ring being one of them).
-  plan.ring_sharing = facts.io_uring.clone.ranges ? IoUringSharing::kClone
-                                                  : IoUringSharing::kPerRing;
+  plan.ring_sharing =
+      facts.io_uring.clone.ranges ? IoUringSharing::kClone : IoUringSharing::kPerRing;
   plan.ring_memlock_bytes = plan.ring_sharing == IoUringSharing::kClone
                                 ? plan.pinned_bytes
                                 : plan.pinned_bytes * std::max<std::uint32_t>(options.rings, 1);

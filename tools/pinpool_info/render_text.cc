@@ -155,7 +155,7 @@ void Plan(std::string& out, const Facts& f, const PoolPlan& plan) {
                                              "ring registered it",
                                              FormatBytes(plan.pinned_bytes * o.rings))
                            : std::string("the pool once per ring: this kernel cannot clone"),
-                       !plan.memlock_applies         ? ""
+                       !plan.memlock_applies    ? ""
                        : plan.ring_memlock_fits ? ", fits"
                                                 : ", DOES NOT FIT"));
   Line(
@@ -300,11 +300,11 @@ std::string RenderText(const Facts& f, const PoolPlan& plan, const std::vector<F
   if (f.io_uring.available) {
     const IoUringCloneSupport& c = f.io_uring.clone;
     Line(out, 2, "cloning",
-         c.ranges ? absl::StrFormat("yes, ranges (Linux 6.13+): rings share one registration%s",
-                                    c.keeps_later_entries
-                                        ? ""
-                                        : "; but clones drop the later slots of the "
-                                          "destination's table (see below)")
+         c.ranges
+             ? absl::StrFormat("yes, ranges (Linux 6.13+): rings share one registration%s",
+                               c.keeps_later_entries ? ""
+                                                     : "; but clones drop the later slots of the "
+                                                       "destination's table (see below)")
          : c.whole_table
              ? std::string("whole tables only (Linux 6.12): each ring registers every chunk")
              : std::string("NO (before Linux 6.12): each ring registers every chunk"));

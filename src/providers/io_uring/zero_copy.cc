@@ -11,10 +11,7 @@
 // sends in flight. A record outlives the application's ring while sends on it wait.
 //
 // Lock order: the pool's grant lock, then the domain's own (IoUringDomain::Serves), a leaf.
-#include "pinpool/io_uring_zero_copy.h"
-
 #include <liburing.h>
-#include <netinet/in.h>
 
 #include <atomic>
 #include <map>
@@ -27,6 +24,7 @@
 #include "domain/io_uring_ring_ref.h"
 #include "pinpool/grant_lock.h"
 #include "pinpool/io_uring.h"
+#include "pinpool/io_uring_zero_copy.h"
 #include "pinpool/pool.h"
 #include "providers/io_uring/ring_view.h"
 #include "providers/io_uring/zero_copy_testing.h"
@@ -57,7 +55,7 @@ namespace internal {
 void SetZeroCopyHoldForTesting(bool hold) { hold_blocks = hold; }
 }  // namespace internal
 
-struct IoUringZeroCopy::State final : GrantHolder {
+struct PINPOOL_NO_EXPORT IoUringZeroCopy::State final : GrantHolder {
   struct Ring {
     io_uring* app = nullptr;  // the application's ring while it is open; null once closed
     internal::RingRef ref;
@@ -327,7 +325,16 @@ ZeroCopyCompletion IoUringZeroCopy::OnCompletion(io_uring* ring, const io_uring_
   GrantLock lock(state_->pool);
   auto it = state_->live.find(ring);
   if (it == state_->live.end()) return ZeroCopyCompletion::kNotTracked;
-  return state_->Complete(lock, it->second, cqe);
+  const std::uint64_t id = it->second;
+  if (!state_->sends.contains({id, cqe.user_data})) return ZeroCopyCompletion::kNotTracked;
+  // A send of this user_data is in flight on the ring recorded for `ring`: is `ring` still that
+  // ring? (The application may have closed it and set another up in the same struct: the old
+  // ring's sends wait for Poll, and must not end on the new ring's completions.)
+  if (!state_->rings.at(id).ref.Names(ring->ring_fd)) {
+    state_->CloseRing(id);
+    return ZeroCopyCompletion::kNotTracked;
+  }
+  return state_->Complete(lock, id, cqe);
 }
 
 absl::Status IoUringZeroCopy::Drain(io_uring* ring, std::chrono::milliseconds timeout) {
@@ -358,9 +365,9 @@ absl::Status IoUringZeroCopy::Drain(io_uring* ring, std::chrono::milliseconds ti
       io_uring_cqe_seen(ring, cqe);
       OnCompletion(ring, copy);
     } else if (ret != -ETIME && ret != -EINTR && ret != -EAGAIN) {
-      return absl::InternalError(absl::StrFormat(
-          "IoUringZeroCopy::Drain: waiting on ring fd %d failed: %s", ring->ring_fd,
-          std::strerror(-ret)));
+      return absl::InternalError(
+          absl::StrFormat("IoUringZeroCopy::Drain: waiting on ring fd %d failed: %s", ring->ring_fd,
+                          std::strerror(-ret)));
     }
   }
 }
