@@ -266,15 +266,20 @@ class RingsTest : public ::testing::TestWithParam<bool> {
     o.clone = GetParam();
     return o;
   }
+  // A domain of these options that rings `a` and `b` have joined.
+  std::shared_ptr<IoUringDomain> JoinedBy(Ring& a, Ring& b) const {
+    auto domain = IoUringDomain::Create(8, Options()).value();
+    EXPECT_TRUE(domain->AddRing(a.get()).ok());
+    EXPECT_TRUE(domain->AddRing(b.get()).ok());
+    return domain;
+  }
 };
 
 TEST_P(RingsTest, RingsThatJoinedBeforeGrowthSeeEveryLaterChunk) {
   ScratchFile file("pinpool_io_uring_rings_test");
   ASSERT_GE(file.fd(), 0);
-  auto domain = IoUringDomain::Create(8, Options()).value();
   Ring a, b;
-  ASSERT_TRUE(domain->AddRing(a.get()).ok());
-  ASSERT_TRUE(domain->AddRing(b.get()).ok());
+  auto domain = JoinedBy(a, b);
   auto pool = Pool::Create(SmallPool(domain)).value();
   ASSERT_TRUE(pool->Reserve(16 * kMiB).ok());  // four chunks, registered after the rings joined
   BlocksInEveryChunk blocks(*pool, 4 * kMiB, 4);
@@ -292,10 +297,8 @@ TEST_P(RingsTest, RingsThatJoinedBeforeGrowthSeeEveryLaterChunk) {
 TEST_P(RingsTest, TrimReachesEveryRing) {
   ScratchFile file("pinpool_io_uring_rings_test");
   ASSERT_GE(file.fd(), 0);
-  auto domain = IoUringDomain::Create(8, Options()).value();
   Ring a, b;
-  ASSERT_TRUE(domain->AddRing(a.get()).ok());
-  ASSERT_TRUE(domain->AddRing(b.get()).ok());
+  auto domain = JoinedBy(a, b);
   auto pool = Pool::Create(SmallPool(domain)).value();
   Block keep = pool->Allocate(3 * kMiB);
   Block gone = pool->Allocate(3 * kMiB);

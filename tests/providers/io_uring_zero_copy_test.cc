@@ -208,6 +208,9 @@ StressResult RunStress(SendingPool& s, std::uint64_t messages, std::uint64_t sto
       r.received = seq + 1;
       if (corrupt.load() >= stop_after_corrupt) stop = true;
     }
+    // Done or stopped early: a send still waiting for room in the socket fails instead of
+    // waiting for a reader that is gone.
+    shutdown(tcp.receiver.get(), SHUT_RDWR);
   });
   std::vector<std::thread> overwriters;
   for (int t = 0; t < 2; ++t) {
@@ -283,13 +286,14 @@ StressResult RunStress(SendingPool& s, std::uint64_t messages, std::uint64_t sto
     while (!awaiting_result.empty() && r.error.empty()) reap(true);
   }
   r.sent = next;
+  // The end of the stream: a receiver still waiting for messages the sender gave up on stops.
+  shutdown(tcp.sender.get(), SHUT_WR);
   receiver.join();
-  const bool read_all = !stop.load();
   stop = true;
   for (std::thread& t : overwriters) t.join();
-  // The notifications of the last sends follow the receiver's reads; a receiver that stopped
-  // early lets the kernel free what it had not read by closing its end.
-  if (!read_all) tcp.receiver.reset();
+  // The sends' notifications follow the receiver's reads (or its end's shutdown, which frees
+  // what it had not read); results still due come first.
+  while (!awaiting_result.empty()) reap(true);
   if (!s.zc->Drain(ring, std::chrono::seconds(10)).ok() && r.error.empty()) r.error = "drain";
   r.corrupt_messages = corrupt.load();
   return r;
