@@ -66,15 +66,12 @@ bool SlotFilled(int fd, std::uint32_t slot) {
   return false;
 }
 
-CloneSupport Probe() {
-  CloneSupport support;
+IoUringCloneSupport Probe() {
+  IoUringCloneSupport support;
   std::array<io_uring, 3> rings{};
   int made = 0;
   for (io_uring& r : rings) {
-    if (const int ret = io_uring_queue_init(1, &r, 0); ret < 0) {
-      support.errno_value = -ret;
-      break;
-    }
+    if (io_uring_queue_init(1, &r, 0) < 0) break;
     ++made;
   }
   void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE,
@@ -84,9 +81,7 @@ CloneSupport Probe() {
     io_uring& dst = rings[1];
     io_uring& empty = rings[2];  // no table: what a whole-table clone (6.12) needs
     if (RegisterSparseTable(src.ring_fd, 3) == 0 && RegisterSparseTable(dst.ring_fd, 3) == 0) {
-      const int whole = Clone(empty.ring_fd, src.ring_fd, 0, 0, 0);
-      support.whole_table = whole == 0;
-      support.errno_value = whole < 0 ? -whole : 0;
+      support.whole_table = Clone(empty.ring_fd, src.ring_fd, 0, 0, 0) == 0;
       // A page in the destination's last slot, then a clone of slot 0 only: does slot 2 stay?
       const bool filled = UpdateSlot(dst.ring_fd, 2, page, 4096) == 1;
       support.ranges = Clone(dst.ring_fd, src.ring_fd, kCloneDstReplace, 0, 1) == 0;
@@ -130,8 +125,8 @@ int UpdateSlot(int fd, std::uint32_t slot, void* base, std::size_t length) {
   return Register(fd, IORING_REGISTER_BUFFERS_UPDATE, &update, sizeof(update));
 }
 
-const CloneSupport& KernelCloneSupport() {
-  static CloneSupport support;
+const IoUringCloneSupport& KernelCloneSupport() {
+  static IoUringCloneSupport support;
   static std::once_flag once;
   std::call_once(once, [] { support = Probe(); });
   return support;

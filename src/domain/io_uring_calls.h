@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pinpool/io_uring.h"
+
 namespace pinpool::internal {
 
 // Registers an empty (sparse) fixed-buffer table of `slots` entries on the ring `fd`: 0, or
@@ -26,18 +28,10 @@ int UnregisterTable(int fd);
 // hook (os::Call::kPinBuffer) when it pins.
 int UpdateSlot(int fd, std::uint32_t slot, void* base, std::size_t length);
 
-// What IORING_REGISTER_CLONE_BUFFERS can do on this kernel.
-struct CloneSupport {
-  bool whole_table = false;  // clones a whole table into a ring that has none (Linux 6.12)
-  bool ranges = false;       // clones a range into a ring that has a table (6.13: offsets and
-                             // IORING_REGISTER_DST_REPLACE)
-  // A range clone keeps the destination's entries after the range. Kernels from 6.13 until the
-  // fix "io_uring/rsrc: fix lost entries after cloned range" (December 2025) drop them.
-  bool keeps_later_entries = false;
-  int errno_value = 0;  // why not, when whole_table is false
-};
-// Probed on first use by cloning between rings of a few slots (and one pinned page); cached.
-const CloneSupport& KernelCloneSupport();
+// What IORING_REGISTER_CLONE_BUFFERS can do on this kernel (pinpool/io_uring.h), probed on first
+// use by cloning between rings of a few slots (and one pinned page, to see whether a range clone
+// keeps the destination's later entries); cached. All false where io_uring cannot be used.
+const IoUringCloneSupport& KernelCloneSupport();
 
 // Clones slots [first, first + count) of the ring `src_fd`'s table into the same slots of the
 // ring `dst_fd`, replacing what those slots held (IORING_REGISTER_DST_REPLACE): the pages are

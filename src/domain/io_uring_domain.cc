@@ -505,12 +505,7 @@ absl::StatusOr<std::shared_ptr<IoUringDomain>> IoUringDomain::Wrap(io_uring* rin
   return MakeDomain(ring, nullptr, options);
 }
 
-IoUringCloneSupport IoUringDomain::KernelCanClone() {
-  const internal::CloneSupport& s = internal::KernelCloneSupport();
-  return {.whole_table = s.whole_table,
-          .ranges = s.ranges,
-          .keeps_later_entries = s.keeps_later_entries};
-}
+IoUringCloneSupport IoUringDomain::KernelCanClone() { return internal::KernelCloneSupport(); }
 
 namespace internal {
 

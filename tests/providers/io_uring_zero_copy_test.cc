@@ -37,6 +37,7 @@
 #include "pinpool/pool.h"
 #include "providers/io_uring/zero_copy_testing.h"
 #include "support/counting_domain.h"
+#include "support/sanitizers.h"
 #include "support/wait_until.h"
 
 namespace pinpool {
@@ -300,11 +301,14 @@ StressResult RunStress(SendingPool& s, std::uint64_t messages, std::uint64_t sto
 }
 
 // 10^5 messages; 10^4 in the soft-RoCE guest (PINPOOL_SOFTROCE=1), whose emulated CPUs run 10 to
-// 50 times slower; PINPOOL_ZC_MESSAGES sets another count.
+// 50 times slower, and under a sanitizer, which checks every byte the test writes and compares;
+// PINPOOL_ZC_MESSAGES sets another count.
 std::uint64_t StressMessages() {
   if (const char* env = std::getenv("PINPOOL_ZC_MESSAGES")) return std::strtoull(env, nullptr, 10);
   const char* guest = std::getenv("PINPOOL_SOFTROCE");
-  return guest != nullptr && std::string(guest) == "1" ? 10'000 : 100'000;
+  const bool slow =
+      (guest != nullptr && std::string(guest) == "1") || testing::kAsan || testing::kTsan;
+  return slow ? 10'000 : 100'000;
 }
 
 TEST(ZeroCopyStressTest, HundredThousandMessagesArriveByteExactWhileFreedBlocksAreOverwritten) {
