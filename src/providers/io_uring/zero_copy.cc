@@ -15,9 +15,11 @@
 
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "domain/io_uring_domain_internal.h"
@@ -220,7 +222,7 @@ struct PINPOOL_NO_EXPORT IoUringZeroCopy::State final : GrantHolder {
   }
 
   Pool& pool;
-  const std::shared_ptr<IoUringDomain> domain;
+  std::shared_ptr<IoUringDomain> domain;  // let go when the State outlives its object
   const std::size_t domain_index;
   const IoUringZeroCopyOptions options;
   std::map<std::uint64_t, Ring> rings;                // by record id
@@ -280,8 +282,15 @@ IoUringZeroCopy::~IoUringZeroCopy() {
     lock.RemoveHolder();
   }
   // The pool's grant records of abandoned sends name the State as their holder, and call it if
-  // the application frees such a block later: it stays (small, empty) for the process's life.
-  if (abandoned) static_cast<void>(state_.release());
+  // the application frees such a block later: it stays, emptied and reachable, for the
+  // process's life.
+  if (abandoned) {
+    state_->domain.reset();
+    static auto* const mu = new std::mutex;
+    static auto* const kept = new std::vector<std::unique_ptr<State>>;
+    std::lock_guard<std::mutex> keep(*mu);
+    kept->push_back(std::move(state_));
+  }
 }
 
 absl::Status IoUringZeroCopy::PrepareSend(io_uring* ring, io_uring_sqe* sqe, int sockfd,
