@@ -3,8 +3,8 @@
 //
 // A zero-copy send completes twice. The first completion says how many bytes were sent; the
 // kernel may still be reading the block then (on TCP until the data is acknowledged, on loopback
-// until the receiver has read it). The second, the notification (IORING_CQE_F_NOTIF), says it no
-// longer does. A block freed after the first completion and handed to another owner is still on
+// until the receiver has read it, or sooner). The second, the notification (IORING_CQE_F_NOTIF),
+// says it no longer does, and only it says so. A block freed after the first completion and handed to another owner is still on
 // its way out: the bytes on the wire change under the sender. So pinpool holds it, as it holds a
 // block a remote grant can reach (pinpool/grant_lock.h): from PrepareSend (or Track) until the
 // notification, freeing the block does not give it back to the heap. The free is deferred, and
