@@ -4,13 +4,13 @@
 // A zero-copy send completes twice. The first completion says how many bytes were sent; the
 // kernel may still be reading the block then (on TCP until the data is acknowledged, on loopback
 // until the receiver has read it, or sooner). The second, the notification (IORING_CQE_F_NOTIF),
-// says it no longer does, and only it says so. A block freed after the first completion and handed to another owner is still on
-// its way out: the bytes on the wire change under the sender. So pinpool holds it, as it holds a
-// block a remote grant can reach (pinpool/grant_lock.h): from PrepareSend (or Track) until the
-// notification, freeing the block does not give it back to the heap. The free is deferred, and
-// the block returns when the notification arrives. Counted: PoolStats::grants.held_* while held,
-// GrantStats::figures "io_uring_zc_deferred_frees", the notification latency histogram
-// "io_uring_zc_notification_seconds" (docs/metrics.md).
+// says it no longer does, and only it says so. A block freed after the first completion and handed
+// to another owner is still on its way out: the bytes on the wire change under the sender. So
+// pinpool holds it, as it holds a block a remote grant can reach (pinpool/grant_lock.h): from
+// PrepareSend (or Track) until the notification, freeing the block does not give it back to the
+// heap. The free is deferred, and the block returns when the notification arrives. Counted:
+// PoolStats::grants.held_* while held, GrantStats::figures "io_uring_zc_deferred_frees", the
+// notification latency histogram "io_uring_zc_notification_seconds" (docs/metrics.md).
 //
 //   auto domain = pinpool::IoUringDomain::Create(256).value();     // or Wrap, AddRing: any ring
 //   auto pool = pinpool::Pool::Create({.domains = {domain}}).value();
