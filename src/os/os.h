@@ -50,7 +50,10 @@ enum class Call : std::uint8_t {
   kPopulate,      // madvise(MADV_POPULATE_WRITE) faulting a chunk in
   kMlock,         // mlock of a chunk (resident domain; EAGAIN/ENOMEM: RLIMIT_MEMLOCK)
   kPinBuffer,     // io_uring buffer registration of a chunk: the long-term pin of the default
-                  // domain and of IoUringDomain (ENOMEM: RLIMIT_MEMLOCK)
+                  // domain and of IoUringDomain, in its own ring and in each ring it registers
+                  // separately (ENOMEM: RLIMIT_MEMLOCK)
+  kCloneBuffers,  // IORING_REGISTER_CLONE_BUFFERS: IoUringDomain sharing its chunks with another
+                  // ring (EINVAL: the kernel refused, ENOMEM: no kernel memory)
   kMapMetadata,   // mmap of allocator metadata (MapMetadata)
   kBindNode,      // mbind of a chunk to its NUMA node (EINVAL: no such node)
   kCreateFile,    // memfd_create or open(O_CREAT | O_EXCL) of a chunk's file, and its ftruncate

@@ -6,7 +6,8 @@ Run by ctest (tests/info/CMakeLists.txt), one mode per entry:
   check.py host TOOL       on the host: the JSON parses (strictly) and agrees with the kernel:
                            RLIMIT_MEMLOCK equals `ulimit -l`/`-Hl`, every huge page pool of
                            /sys/kernel/mm/hugepages is listed with its counts, THP and
-                           io_uring_disabled as in /sys and /proc; long-term pinning is
+                           io_uring_disabled as in /sys and /proc, cloning between rings as
+                           the kernel's version has it (and --rings' cost); long-term pinning is
                            available exactly when io_uring with sparse tables is, and --try's
                            pool (the default domain here) is long-term pinned, not locked;
                            without an RDMA device the no_rdma_device problem is there with its
@@ -17,7 +18,8 @@ Run by ctest (tests/info/CMakeLists.txt), one mode per entry:
                            long-term pinning works.
   check.py guest TOOL      in the soft-RoCE guest (scripts/softroce/ctest-in-guest.sh): rxe0 is listed with
                            its caps, port 1 PORT_ACTIVE, an IPv4-mapped RoCE v2 GID; both GID
-                           paths agree; --try registers a pool with rxe0. A missing rxe0 fails.
+                           paths agree; --try registers a pool with rxe0; Linux 6.1 clones no
+                           registrations between rings. A missing rxe0 fails.
   check.py demo DEMO       `pinpool_demo --json` prints PoolStats::ToJson with exactly the fields
                            docs/pinpool-info.md's field reference lists (made from the stats'
                            descriptions), in its order.
@@ -166,6 +168,7 @@ def check_host(tool):
     check(r["io_uring"]["io_uring_disabled"] == want, f"io_uring_disabled {r['io_uring']['io_uring_disabled']}, /proc says {want}")
     check(r["io_uring"]["max_buffer_bytes"] == 1 << 30 and r["io_uring"]["max_buffers"] == 16384,
           "io_uring buffer limits")
+    check_rings(tool, r)
 
     # Long-term pinning: the default domain's rides on io_uring with sparse tables.
     pin = r["pinning"]
@@ -222,6 +225,32 @@ def check_host(tool):
     invalid = tool_json([tool, "--chunk-size", "3M"])
     check(not invalid["pool"]["valid"] and problems(invalid, "invalid_pool_options"), "chunk size 3M not refused")
     finish("host")
+
+
+def kernel_version():
+    release = os.uname().release.split("-")[0].split(".")
+    return int(release[0]), int(release[1])
+
+
+def check_rings(tool, r):
+    """What the kernel can clone between io_uring rings, against its version (whole tables from
+    Linux 6.12, ranges from 6.13), and what --rings N costs: the pool once, or N times."""
+    if not r["io_uring"]["available"]:
+        return
+    version = kernel_version()
+    clone = r["io_uring"]["clone"]
+    check(clone["whole_table"] == (version >= (6, 12)), f"clone whole_table {clone} on Linux {version}")
+    check(clone["ranges"] == (version >= (6, 13)), f"clone ranges {clone} on Linux {version}")
+    plan = tool_json([tool, "--budget", "64M", "--chunk-size", "2M", "--rings", "4"])
+    rings = plan["pool"]["io_uring_rings"]
+    sharing = "clone" if clone["ranges"] else "per_ring"
+    want = (64 << 20) * (1 if clone["ranges"] else 4)
+    check(rings["rings"] == 4 and rings["sharing"] == sharing and rings["memlock_bytes"] == want
+          and rings["memlock_bytes_cloned"] == 64 << 20 and rings["memlock_bytes_per_ring"] == 4 * (64 << 20),
+          f"--rings 4 plan {rings} (sharing should be {sharing}, memlock {want})")
+    check(bool(problems(plan, "io_uring_no_clone")) != clone["ranges"],
+          f"io_uring_no_clone reported: {bool(problems(plan, 'io_uring_no_clone'))}, kernel clones ranges: "
+          f"{clone['ranges']}")
 
 
 # --- nobody --------------------------------------------------------------------------------------
@@ -327,6 +356,10 @@ def check_guest(tool):
         check(t["stats"]["domains"][0]["kind"] == "verbs", f"--try domain kind {t['stats']['domains'][0]}")
         check(t["stats"]["domains"][0]["pinning"] == "long-term", f"--try pinning {t['stats']['domains'][0]}")
         check(t["stats"]["pinned_bytes"] == 2 << 20, f"--try pinned {t['stats']['pinned_bytes']}")
+    # Linux 6.1: no cloning between rings; each ring an IoUringDomain serves registers the pool.
+    check(not r["io_uring"]["clone"]["ranges"] and not r["io_uring"]["clone"]["whole_table"],
+          f"clone support in the guest's 6.1: {r['io_uring']['clone']}")
+    check_rings(tool, r)
     # Every domain is usable in the guest, and says what it does to the pages.
     usable = {d["domain"]: d["available"] for d in r["pinning"]["domains"]}
     check(all(usable.values()), f"domains not available in the guest: {usable}")

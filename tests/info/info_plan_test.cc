@@ -375,6 +375,74 @@ TEST(InfoIoUringTest, DisabledBySysctlSaysWhichSysctl) {
   EXPECT_TRUE(Has(FindProblems(f, PlanPool(ToolOptions{}, f)), "io_uring_no_sparse_buffers"));
 }
 
+// What N rings cost (--rings): the pool once where the kernel clones a registration into every
+// ring (Linux 6.13+), once per ring where it cannot (this made-up host is 6.1), with the note and,
+// past RLIMIT_MEMLOCK, the warning that say so.
+TEST(InfoIoUringTest, RingsCostThePoolOnceWhereTheKernelClonesAndOncePerRingWhereItCannot) {
+  Facts f = Host();
+  f.memlock = {4 * kGiB, 4 * kGiB, 0, 0, /*cap_ipc_lock=*/false};
+  ToolOptions o = Options(64 * kMiB, 1 * kGiB, PageSize::kTransparent);
+  o.rings = 8;
+  PoolPlan plan = PlanPool(o, f);
+  EXPECT_EQ(plan.ring_sharing, IoUringSharing::kPerRing);
+  EXPECT_EQ(plan.ring_memlock_bytes, 8 * kGiB);
+  EXPECT_TRUE(plan.memlock_fits);
+  EXPECT_FALSE(plan.ring_memlock_fits);
+  std::vector<Finding> all = FindProblems(f, plan);
+  const Finding* note = Find(all, "io_uring_no_clone");
+  ASSERT_NE(note, nullptr);
+  EXPECT_EQ(note->severity, Severity::kNote);
+  EXPECT_THAT(note->problem, AllOf(HasSubstr("serving 8 rings"), HasSubstr("8 times (8 GiB)"),
+                                   HasSubstr("ranges in 6.13")));
+  EXPECT_THAT(note->fix, HasSubstr("Linux 6.13"));
+  const Finding* over = Find(all, "io_uring_rings_exceed_memlock");
+  ASSERT_NE(over, nullptr);
+  EXPECT_EQ(over->severity, Severity::kWarning);
+  EXPECT_THAT(over->problem,
+              AllOf(HasSubstr("would charge 8 GiB"), HasSubstr("4 GiB of headroom")));
+  EXPECT_THAT(over->fix, AllOf(HasSubstr("`ulimit -l 8388608`"), HasSubstr("fewer rings")));
+  std::string error;
+  auto v = testing::ParseJson(RenderJson(f, plan, all), &error);
+  ASSERT_TRUE(v.has_value()) << error;
+  EXPECT_FALSE((*v)["io_uring"]["clone"]["ranges"].boolean);
+  EXPECT_EQ((*v)["pool"]["io_uring_rings"]["sharing"].text, "per_ring");
+  EXPECT_EQ((*v)["pool"]["io_uring_rings"]["memlock_bytes"].Uint(), 8 * kGiB);
+  EXPECT_EQ((*v)["pool"]["io_uring_rings"]["memlock_bytes_cloned"].Uint(), 1 * kGiB);
+  EXPECT_FALSE((*v)["pool"]["io_uring_rings"]["fits"].boolean);
+  EXPECT_THAT(RenderText(f, plan, all),
+              AllOf(HasSubstr("NO (before Linux 6.12): each ring registers every chunk"),
+                    HasSubstr("io_uring, 8 rings  memlock 8 GiB (the pool once per ring")));
+
+  // Linux 6.12: whole tables only, which does not help a ring that serves I/O.
+  f.io_uring.clone.whole_table = true;
+  all = FindProblems(f, PlanPool(o, f));
+  ASSERT_TRUE(Has(all, "io_uring_no_clone"));
+  EXPECT_THAT(Find(all, "io_uring_no_clone")->problem, HasSubstr("Linux 6.12 clones only whole"));
+
+  // Linux 6.13 and later: one registration for every ring.
+  f.io_uring.clone = {.whole_table = true, .ranges = true, .keeps_later_entries = true};
+  plan = PlanPool(o, f);
+  EXPECT_EQ(plan.ring_sharing, IoUringSharing::kClone);
+  EXPECT_EQ(plan.ring_memlock_bytes, 1 * kGiB);
+  EXPECT_TRUE(plan.ring_memlock_fits);
+  all = FindProblems(f, plan);
+  EXPECT_FALSE(Has(all, "io_uring_no_clone"));
+  EXPECT_FALSE(Has(all, "io_uring_rings_exceed_memlock"));
+  EXPECT_FALSE(Has(all, "io_uring_clone_drops_later_slots"));
+  v = testing::ParseJson(RenderJson(f, plan, all), &error);
+  ASSERT_TRUE(v.has_value()) << error;
+  EXPECT_TRUE((*v)["io_uring"]["clone"]["ranges"].boolean);
+  EXPECT_EQ((*v)["pool"]["io_uring_rings"]["sharing"].text, "clone");
+  EXPECT_EQ((*v)["pool"]["io_uring_rings"]["memlock_bytes"].Uint(), 1 * kGiB);
+  EXPECT_EQ((*v)["pool"]["io_uring_rings"]["memlock_bytes_per_ring"].Uint(), 8 * kGiB);
+  EXPECT_THAT(RenderText(f, plan, all),
+              HasSubstr("memlock 1 GiB (the pool once, cloned into every ring; 8 GiB if each"));
+
+  // A kernel whose range clones drop the destination's later slots.
+  f.io_uring.clone.keeps_later_entries = false;
+  EXPECT_TRUE(Has(FindProblems(f, PlanPool(o, f)), "io_uring_clone_drops_later_slots"));
+}
+
 TEST(InfoPinningTest, EachDomainSaysWhatItDoesToThePagesAndWhetherItIsAvailable) {
   Facts f = Host();
   std::vector<DomainPinning> d = DescribeDomains(f);
@@ -478,8 +546,18 @@ TEST(InfoArgsTest, OptionsWithAndWithoutEquals) {
   EXPECT_EQ(o->page_size, PageSize::kTransparent);
   EXPECT_TRUE(o->require_page_size && o->try_pool && o->page_size_given);
   EXPECT_EQ(o->device, "rxe0");
-  for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
-           {"--budget"}, {"--budget", "x"}, {"--json=yes"}, {"--frobnicate"}, {"--device", "a"}}) {
+  EXPECT_EQ(o->rings, 8u) << "the default";
+  o = Parse({"--rings=16"}, error);
+  ASSERT_TRUE(o.has_value()) << error;
+  EXPECT_EQ(o->rings, 16u);
+  for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{{"--budget"},
+                                                                            {"--budget", "x"},
+                                                                            {"--json=yes"},
+                                                                            {"--frobnicate"},
+                                                                            {"--device", "a"},
+                                                                            {"--rings", "0"},
+                                                                            {"--rings", "many"},
+                                                                            {"--rings", "8x"}}) {
     EXPECT_FALSE(Parse(bad, error).has_value()) << bad[0];
     EXPECT_THAT(error, Not(IsEmpty()));
   }

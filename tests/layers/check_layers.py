@@ -39,6 +39,7 @@ ROOMS = {
              "pool/sharing"},                         # the object and its parts
     "adapters": {"util"},                             # C API, pmr: public headers only
     "providers/verbs": {"util", "os", "domain"},      # the pool through public headers only
+    "providers/io_uring": {"util", "os", "domain"},   # the same; neither core provider the other
     "providers/ucx": set(),                           # public headers only
     "providers/fabric": set(),                        # public headers only
 }

@@ -26,11 +26,17 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "support/huge_pages.h"
 #include "support/sanitizers.h"
 #include "support/scan_hook.h"
 
 namespace pinpool::internal::os {
 namespace {
+
+using testing::AvailableHugePages;
+using testing::HugeDir;
+using testing::HugePageGrant;
+using testing::ReadNumber;
 
 constexpr std::size_t kKiB = std::size_t{1} << 10;
 constexpr std::size_t kMiB = std::size_t{1} << 20;
@@ -98,20 +104,6 @@ int ProbeAddress(void* p) {
   return got == p ? 0 : -1;
 }
 
-std::optional<std::uint64_t> ReadNumber(const std::string& path) {
-  std::ifstream in(path);
-  std::uint64_t v = 0;
-  if (!(in >> v)) return std::nullopt;
-  return v;
-}
-
-bool WriteNumber(const std::string& path, std::uint64_t v) {
-  std::ofstream out(path);
-  out << v << "\n";
-  out.close();
-  return !out.fail();
-}
-
 std::string ThpMode() {
   std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string word;
@@ -138,49 +130,6 @@ std::size_t ResidentPages(void* at, std::size_t length) {
   for (unsigned char c : vec) n += c & 1;
   return n;
 }
-
-std::string HugeDir(std::size_t page) {
-  return "/sys/kernel/mm/hugepages/hugepages-" + std::to_string(page / kKiB) + "kB";
-}
-
-// Free 2 MiB / 1 GiB pages nobody has a claim on yet.
-std::uint64_t AvailableHugePages(std::size_t page) {
-  const std::uint64_t free = ReadNumber(HugeDir(page) + "/free_hugepages").value_or(0);
-  const std::uint64_t resv = ReadNumber(HugeDir(page) + "/resv_hugepages").value_or(0);
-  return free > resv ? free - resv : 0;
-}
-
-// Adds `pages` huge pages to the pool for the test's lifetime (root only), restoring the old
-// nr_hugepages afterwards.
-class HugePageGrant {
- public:
-  HugePageGrant(std::size_t page, std::uint64_t pages) : path_(HugeDir(page) + "/nr_hugepages") {
-    if (geteuid() != 0) {
-      why_not_ = "not root: cannot raise " + path_;
-      return;
-    }
-    old_ = ReadNumber(path_);
-    if (!old_) {
-      why_not_ = path_ + " is not readable (page size not supported)";
-      return;
-    }
-    const std::uint64_t before = AvailableHugePages(page);
-    if (!WriteNumber(path_, *old_ + pages) || AvailableHugePages(page) < before + pages) {
-      why_not_ = "the kernel could not allocate " + std::to_string(pages) + " more pages for " +
-                 path_ + " (memory fragmented?)";
-    }
-  }
-  ~HugePageGrant() {
-    if (old_) WriteNumber(path_, *old_);
-  }
-  bool ok() const { return why_not_.empty(); }
-  const std::string& why_not() const { return why_not_; }
-
- private:
-  std::string path_;
-  std::optional<std::uint64_t> old_;
-  std::string why_not_;
-};
 
 // A reservation released at scope exit.
 class Reservation {

@@ -1,5 +1,6 @@
 // pinpool-info's command line: options, sizes ("64M", "1.5G"), page sizes, and the --help text,
 // which also lists the JSON fields (docs/pinpool-info.md has the full description).
+#include <charconv>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -69,7 +70,7 @@ std::optional<PageSize> ParsePageSize(std::string_view text) {
 std::string UsageText() {
   return R"(usage: pinpool-info [--json] [--chunk-size SIZE] [--budget SIZE]
                     [--page-size 1G|2M|thp|4K] [--require-page-size]
-                    [--backing anonymous|memfd|DIR] [--try [--device NAME]]
+                    [--backing anonymous|memfd|DIR] [--rings N] [--try [--device NAME]]
        pinpool-info --metrics SOCKET
 
 Says whether this machine is ready for pinned, registered memory (RDMA devices and what they can
@@ -85,6 +86,9 @@ options would get here, and every problem found with a concrete fix.
   --backing B           PoolOptions::backing: anonymous (default), memfd, or a directory on
                         tmpfs or hugetlbfs for one file per chunk; --try shows each chunk's
                         backing and what can take its pages back (docs/backing.md)
+  --rings N             plan what an IoUringDomain serving N rings (default 8) over the pool
+                        charges against RLIMIT_MEMLOCK here: the pool once where the kernel
+                        clones registrations between rings, N times where it cannot
   --try                 really create the pool, with one chunk mapped, pinned and registered
                         (verbs domain when an RDMA port is ACTIVE or --device is given, else
                         the default long-term pin domain), report its stats and destroy it;
@@ -124,11 +128,13 @@ JSON fields (schema_version 4; sizes in bytes; null: unlimited, not applicable o
     (long-term|resident|none), meaning, how, available, unavailable_reason
   fork: mode (disabled|enabled|unneeded)
   io_uring: available, error, io_uring_disabled, sparse_buffers, max_buffer_bytes,
-    max_buffers
+    max_buffers, clone {whole_table, ranges, keeps_later_entries}
   pool: chunk_size, budget, page_size, require_page_size, valid, invalid_reason, chunks,
     pinned_bytes, page_sizes[]: page_size, chunks, reason; failing_chunks,
     first_chunk_page_size, memlock {needed_bytes, applies, fits},
     cgroup {needed_bytes, applies, fits},
+    io_uring_rings {rings, sharing (clone|per_ring), memlock_bytes, memlock_bytes_cloned,
+      memlock_bytes_per_ring, fits},
     devices[]: name, chunk_fits_max_mr_size, chunks_fit_max_mr, page_size_supported,
     try: null or {ok, domain, seconds, error, stats (as PoolStats::ToJson)}
   problems[]: id, severity (error|warning|note), problem, fix
@@ -211,6 +217,16 @@ std::optional<ToolOptions> ParseArguments(int argc, char** argv, std::string& er
             "--backing: \"%s\" is not anonymous, memfd or an absolute directory path", *v);
         return std::nullopt;
       }
+    } else if (arg == "--rings") {
+      auto v = take();
+      if (!v) return std::nullopt;
+      std::uint32_t rings = 0;
+      const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), rings);
+      if (ec != std::errc() || end != v->data() + v->size() || rings == 0 || rings > 65536) {
+        error = absl::StrFormat("--rings: \"%s\" is not a number of rings (1 to 65536)", *v);
+        return std::nullopt;
+      }
+      o.rings = rings;
     } else if (arg == "--metrics") {
       auto v = take();
       if (!v) return std::nullopt;

@@ -419,6 +419,41 @@ void CheckForkAndIoUring(const Facts& f, const PoolPlan& plan, std::vector<Findi
     Add(out, "io_uring_no_sparse_buffers", Severity::kWarning,
         absl::StrFormat("%s: pinpool's IoUringDomain needs sparse tables", why.cause), why.fix);
   }
+  if (u.available && u.sparse_buffers == true && !u.clone.ranges && plan.invalid.empty()) {
+    Add(out, "io_uring_no_clone", Severity::kNote,
+        absl::StrFormat(
+            "this kernel cannot clone a fixed-buffer registration into another ring (%s): an "
+            "IoUringDomain serving %d rings registers every chunk in each, and the pool's %s "
+            "are pinned and charged against RLIMIT_MEMLOCK %d times (%s)",
+            u.clone.whole_table
+                ? "Linux 6.12 clones only whole tables, into rings that have none"
+                : "IORING_REGISTER_CLONE_BUFFERS came in Linux 6.12, ranges in 6.13",
+            plan.options.rings, FormatBytes(plan.pinned_bytes), plan.options.rings,
+            FormatBytes(plan.ring_memlock_bytes)),
+        "Linux 6.13 or later shares one registration between all the rings; until then size "
+        "RLIMIT_MEMLOCK for the rings times the budget, or serve fewer rings from the pool");
+  }
+  if (u.available && u.clone.ranges && !u.clone.keeps_later_entries) {
+    Add(out, "io_uring_clone_drops_later_slots", Severity::kNote,
+        "this kernel's range clones drop the destination table's entries after the cloned "
+        "range (fixed in December 2025): IoUringDomain::AddRing refuses a ring whose table the "
+        "application registered (IoUringRingOptions::register_table = false)",
+        "let pinpool register the tables of the rings it serves, or use a kernel with the fix "
+        "(\"io_uring/rsrc: fix lost entries after cloned range\")");
+  }
+  // (A budget over the limit on its own is memlock_too_low.)
+  if (u.available && plan.invalid.empty() && plan.memlock_fits && !plan.ring_memlock_fits) {
+    Add(out, "io_uring_rings_exceed_memlock", Severity::kWarning,
+        absl::StrFormat("an IoUringDomain serving %d rings over this pool would charge %s "
+                        "against RLIMIT_MEMLOCK (the pool once per ring: this kernel cannot "
+                        "clone), more than the %s of headroom: AddRing fails at the limit",
+                        plan.options.rings, FormatBytes(plan.ring_memlock_bytes),
+                        FormatBytes(f.memlock.PinHeadroom().value_or(0))),
+        absl::StrFormat("`ulimit -l %d` (KiB) or unlimited where the program starts, or "
+                        "CAP_IPC_LOCK; or serve fewer rings (--rings), lower the budget, or use "
+                        "Linux 6.13 or later, where the rings share one registration",
+                        (plan.ring_memlock_bytes + f.memlock.pinned + 1023) / 1024));
+  }
   if (u.available && plan.chunks > IoUringDomain::kMaxBuffers) {
     Add(out, "io_uring_too_many_chunks", Severity::kNote,
         absl::StrFormat("the budget is %d chunks, more than the %d fixed buffers a ring can "

@@ -56,6 +56,7 @@ struct ToolOptions {
   bool try_pool = false;         // --try: really create a one-chunk pool
   std::string device;            // --device: the RDMA device --try registers with
   std::string metrics_socket;    // --metrics: a running pool's socket (Pool::ServeMetrics)
+  std::uint32_t rings = 8;       // --rings: the io_uring rings to plan the pool's memlock for
 };
 
 // --metrics: the OpenMetrics text the pool serving `socket_path` sends (Pool::ServeMetrics), or
@@ -212,6 +213,10 @@ struct IoUringFacts {
   std::optional<int> disabled_sysctl;  // kernel.io_uring_disabled, when the kernel has it
   std::optional<bool> sparse_buffers;  // sparse fixed-buffer tables (Linux 5.19+), when available
   std::optional<int> sparse_errno;
+  // What IORING_REGISTER_CLONE_BUFFERS can do here (IoUringDomain::KernelCanClone), when
+  // available: whole tables (Linux 6.12), ranges into a ring with a table (6.13: what one pin
+  // for many rings needs), keeping the destination's later entries (fixed December 2025).
+  IoUringCloneSupport clone;
 };
 
 // Can the default domain (MakeLongTermPinDomain) take a long-term pin here? Probed by creating it
@@ -297,6 +302,12 @@ struct PoolPlan {
   bool memlock_fits = true;
   bool cgroup_applies = false;  // a memory cgroup limit was found above this process
   bool cgroup_fits = true;      // the budget fits its headroom now
+  // An IoUringDomain serving options.rings rings over this pool: what its registrations charge
+  // against RLIMIT_MEMLOCK here (once when the kernel clones them into every ring, once per ring
+  // when it cannot), and whether that fits.
+  IoUringSharing ring_sharing = IoUringSharing::kPerRing;
+  std::uint64_t ring_memlock_bytes = 0;
+  bool ring_memlock_fits = true;
   std::vector<DeviceFit> devices;
   std::optional<TryResult> tried;
 };

@@ -2,9 +2,11 @@
 // the library decides, with the library's own rules (ValidatePoolOptions, the os layer's
 // page-size order, the memlock headroom): the options Pool::Create would refuse, the page size of
 // every chunk up to the budget (hugetlb pages are counted from the free pools; THP is best effort),
-// whether the budget fits RLIMIT_MEMLOCK, and whether the devices can register such chunks. Nothing
+// whether the budget fits RLIMIT_MEMLOCK (and what an io_uring domain serving --rings rings would
+// charge it), and whether the devices can register such chunks. Nothing
 // is mapped unless --try asks for a real pool (TryPool), which is created with one chunk and
 // destroyed before returning.
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <memory>
@@ -109,6 +111,15 @@ PoolPlan PlanPool(const ToolOptions& options, const Facts& facts) {
                                                           options.page_size == PageSize::k2M);
   plan.cgroup_fits =
       !plan.cgroup_applies || hugetlb_only || plan.pinned_bytes <= *facts.cgroup.headroom;
+
+  // An IoUringDomain over options.rings rings: one registration cloned into all of them where
+  // the kernel clones ranges, else one per ring (the domain's own ring being one of them).
+  plan.ring_sharing =
+      facts.io_uring.clone.ranges ? IoUringSharing::kClone : IoUringSharing::kPerRing;
+  plan.ring_memlock_bytes = plan.ring_sharing == IoUringSharing::kClone
+                                ? plan.pinned_bytes
+                                : plan.pinned_bytes * std::max<std::uint32_t>(options.rings, 1);
+  plan.ring_memlock_fits = !headroom || plan.ring_memlock_bytes <= *headroom;
 
   const unsigned page_bit =
       static_cast<unsigned>(std::countr_zero(PageBytes(plan.first_chunk_page_size)));

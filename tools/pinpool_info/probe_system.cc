@@ -1,7 +1,8 @@
 // Probing the host: kernel and CPUs, memory, huge page pools (/sys/kernel/mm/hugepages), THP
 // mode, RLIMIT_MEMLOCK and what counts against it (the os layer's QueryMemlock, so the numbers
 // are the ones a pool would see), fork mode; and io_uring: can a ring be set up, does it take a
-// sparse fixed-buffer table (what pinpool's io_uring domain registers), kernel.io_uring_disabled;
+// sparse fixed-buffer table (what pinpool's io_uring domain registers), kernel.io_uring_disabled,
+// what the kernel can clone between rings (the library's own probe: a few slots and one page);
 // and the default domain's long-term pin, tried on one page. Every ring opened, page pinned and
 // page mapped here is given back before returning.
 #include <dirent.h>
@@ -159,6 +160,7 @@ IoUringFacts ProbeIoUring() {
     io_uring_unregister_buffers(&ring);
   }
   io_uring_queue_exit(&ring);
+  f.clone = IoUringDomain::KernelCanClone();
   return f;
 }
 

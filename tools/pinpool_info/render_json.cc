@@ -158,6 +158,15 @@ void WritePlan(JsonWriter& json, const PoolPlan& plan) {
       .Field("applies", plan.cgroup_applies)
       .Field("fits", plan.cgroup_fits)
       .EndObject();
+  json.Key("io_uring_rings")
+      .BeginObject()
+      .Field("rings", o.rings)
+      .Field("sharing", plan.ring_sharing == IoUringSharing::kClone ? "clone" : "per_ring")
+      .Field("memlock_bytes", plan.ring_memlock_bytes)
+      .Field("memlock_bytes_cloned", plan.pinned_bytes)
+      .Field("memlock_bytes_per_ring", plan.pinned_bytes * o.rings)
+      .Field("fits", plan.ring_memlock_fits)
+      .EndObject();
   json.Key("devices").BeginArray();
   for (const DeviceFit& d : plan.devices) {
     json.BeginObject()
@@ -322,6 +331,12 @@ std::string RenderJson(const Facts& f, const PoolPlan& plan, const std::vector<F
   }
   json.Field("max_buffer_bytes", IoUringDomain::kMaxBufferBytes)
       .Field("max_buffers", IoUringDomain::kMaxBuffers)
+      .Key("clone")
+      .BeginObject()
+      .Field("whole_table", f.io_uring.clone.whole_table)
+      .Field("ranges", f.io_uring.clone.ranges)
+      .Field("keeps_later_entries", f.io_uring.clone.keeps_later_entries)
+      .EndObject()
       .EndObject();
 
   WritePlan(json, plan);

@@ -148,6 +148,16 @@ void Plan(std::string& out, const Facts& f, const PoolPlan& plan) {
                         FormatBytes(plan.pinned_bytes), FormatBytes(*f.memlock.PinHeadroom()));
   }
   Line(out, 2, "memlock", memlock);
+  Line(out, 2, absl::StrFormat("io_uring, %d rings", o.rings),
+       absl::StrFormat("memlock %s (%s)%s", FormatBytes(plan.ring_memlock_bytes),
+                       plan.ring_sharing == IoUringSharing::kClone
+                           ? absl::StrFormat("the pool once, cloned into every ring; %s if each "
+                                             "ring registered it",
+                                             FormatBytes(plan.pinned_bytes * o.rings))
+                           : std::string("the pool once per ring: this kernel cannot clone"),
+                       !plan.memlock_applies    ? ""
+                       : plan.ring_memlock_fits ? ", fits"
+                                                : ", DOES NOT FIT"));
   Line(
       out, 2, "memory cgroup",
       !plan.cgroup_applies
@@ -287,6 +297,18 @@ std::string RenderText(const Facts& f, const PoolPlan& plan, const std::vector<F
   Line(out, 2, "limits",
        absl::StrFormat("fixed buffers of at most %s, at most %d per ring",
                        FormatBytes(IoUringDomain::kMaxBufferBytes), IoUringDomain::kMaxBuffers));
+  if (f.io_uring.available) {
+    const IoUringCloneSupport& c = f.io_uring.clone;
+    Line(out, 2, "cloning",
+         c.ranges
+             ? absl::StrFormat("yes, ranges (Linux 6.13+): rings share one registration%s",
+                               c.keeps_later_entries ? ""
+                                                     : "; but clones drop the later slots of the "
+                                                       "destination's table (see below)")
+         : c.whole_table
+             ? std::string("whole tables only (Linux 6.12): each ring registers every chunk")
+             : std::string("NO (before Linux 6.12): each ring registers every chunk"));
+  }
 
   Plan(out, f, plan);
 
