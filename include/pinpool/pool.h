@@ -174,7 +174,8 @@ class PINPOOL_EXPORT Pool {
   // max_block_size()), else whole chunks of the default class. Its contents are unspecified, as
   // a block's. Not the fast path: it may grow the pool (a registration per chunk).
   // Errors: kInvalidArgument (count 0, element_size 0, an alignment that is not a power of two or
-  // is larger than the element, an element larger than chunk_size(), count x stride overflowing),
+  // is larger than the element, an element larger than chunk_size(), count x stride or the whole
+  // chunks the array spans overflowing),
   // kResourceExhausted (more chunks than the budget holds, or the budget, a class's reservations
   // or a ceiling met while growing), or the growth error; on any error nothing it took stays
   // taken, and chunks it mapped are unmapped again.

@@ -127,7 +127,13 @@ absl::StatusOr<Array> PoolArrays::Allocate(Pool& pool, std::size_t count, std::s
     return a;
   }
   const std::size_t per_chunk = cs / stride;
-  const std::size_t chunks = (count + per_chunk - 1) / per_chunk;
+  // Rounded up without count + per_chunk - 1, which wraps for a count near SIZE_MAX.
+  const std::size_t chunks = count / per_chunk + (count % per_chunk != 0 ? 1 : 0);
+  if (std::size_t spanned = 0; __builtin_mul_overflow(chunks, cs, &spanned)) {
+    return Invalid(count, element_size, alignment,
+                   absl::StrFormat("the size of the %zu chunks of %s it spans overflows",
+                                   chunks, FormatBytes(cs)));
+  }
   if (chunks > arena_->max_chunks()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "AllocateArray(count %zu, element_size %zu): needs %zu chunks of %s (%zu elements "

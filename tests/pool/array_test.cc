@@ -313,6 +313,11 @@ TEST(ArrayTest, BadInputIsAClearErrorAndLeavesNothingMappedOrRegistered) {
       {2, kChunk + 1, 1, absl::StatusCode::kInvalidArgument, "larger than the pool's chunk"},
       {SIZE_MAX / 2, 4096, 4096, absl::StatusCode::kInvalidArgument, "overflows"},
       {SIZE_MAX / 4096 + 1, 4096, 1, absl::StatusCode::kInvalidArgument, "overflows"},
+      // count x stride fits, its whole chunks do not (issue 43: the chunk count wrapped to 0 and
+      // an array of no memory and 2^64-1 elements came back).
+      {SIZE_MAX, 1, 1, absl::StatusCode::kInvalidArgument, "overflows"},
+      {SIZE_MAX - 1, 1, 1, absl::StatusCode::kInvalidArgument, "overflows"},
+      {SIZE_MAX - kChunk, 1, 1, absl::StatusCode::kResourceExhausted, "budget of 4 chunks"},
       {5 * 1024, 4096, 4096, absl::StatusCode::kResourceExhausted, "budget of 4 chunks"},
   };
   for (const Case& c : cases) {
