@@ -267,7 +267,9 @@ class PINPOOL_EXPORT Pool {
   // Serves the pool's metrics to other processes: a Unix socket at `socket_path` (mode 0600,
   // removed when serving stops) answers each connection with GetStats().ToOpenMetrics() and
   // closes it; `pinpool-info --metrics PATH` reads it. Off unless called; one socket per pool
-  // (a second call replaces the first). For an HTTP endpoint of the application's own, serve
+  // (a second call with another path replaces the first once the new socket serves; the same
+  // path again is OK and changes nothing; a call that fails leaves the first serving). For an
+  // HTTP endpoint of the application's own, serve
   // GetStats().ToOpenMetrics() instead. Errors: kInvalidArgument (path too long),
   // kAlreadyExists (another process listens there, or the path is not a socket),
   // kPermissionDenied, kInternal.
