@@ -330,6 +330,9 @@ class Arena {
   // whoever waits for a chunk in flight.
   absl::Status PublishLocked(std::uint32_t index, absl::StatusOr<Built> built, Why why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK when RLIMIT_MEMLOCK and the memory cgroup leave room for `n` adopted chunks on top of those
+  // in flight; else their error, naming the adoption's figures (QueueAdoption).
+  absl::Status CheckAdoptionHeadroomLocked(std::size_t n) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives back the claim on slot `index`, never built (growth stopped, adoption refused or
   // abandoned): the slot empty again, an adopted file's name kept. The caller updates the
   // lock-free copies of the counts.

@@ -9,8 +9,10 @@
 
 #include "absl/strings/str_format.h"
 #include "arena/arena.h"
+#include "domain/memlock.h"
 #include "os/chunk_file.h"
 #include "os/lease.h"
+#include "util/bytes.h"
 #include "util/check.h"
 
 namespace pinpool::internal {
@@ -65,13 +67,37 @@ void Arena::HandOverFiles(bool handed_over) {
   }
 }
 
+absl::Status Arena::CheckAdoptionHeadroomLocked(std::size_t n) const {
+  // ClaimLocked checks each chunk with those already claimed; checked here first for all of them,
+  // the error names the adoption's figures (not the few claimed when the limit was met), and what
+  // the successor can change: lowering its budget would not help.
+  const std::size_t size = config_.chunk_size;
+  const std::size_t all = size * (growing_ + n);
+  const char* lower = "the pool handed over (the successor registers every chunk it adopts)";
+  absl::Status s;
+  if (const std::size_t pins = DomainsThatPin(Pinning::kLongTerm),
+      locks = DomainsThatPin(Pinning::kResident) != 0 ? 1 : 0;
+      pins != 0 || locks != 0) {
+    s = CheckMemlockHeadroom(all * pins, all * locks, os::QueryMemlock(), lower);
+  }
+  if (const std::size_t charge = CgroupChargePerChunk();
+      s.ok() && charge != 0 && cgroup_.version != 0) {
+    s = CheckCgroupHeadroom(charge * (growing_ + n), os::ReadMemoryCgroup(cgroup_), lower);
+  }
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrFormat("adopting %d chunks of %s (%s): %s", n,
+                                                FormatBytes(size), FormatBytes(n * size),
+                                                s.message()));
+}
+
 absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {
   std::sort(chunks.begin(), chunks.end(),
             [](const AdoptedChunk& a, const AdoptedChunk& b) { return a.index < b.index; });
   MutexLock lock(&mu_);
   std::vector<std::uint32_t> claimed;
-  absl::Status error;
+  absl::Status error = CheckAdoptionHeadroomLocked(chunks.size());
   for (const AdoptedChunk& c : chunks) {
+    if (!error.ok()) break;
     absl::StatusOr<std::uint32_t> index = ClaimLocked(c.index);
     if (!index.ok()) {
       error = index.status();

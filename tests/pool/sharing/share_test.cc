@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,6 +36,7 @@
 #include "support/sanitizers.h"
 #include "support/scan_hook.h"
 #include "support/socket_pair.h"
+#include "support/unprivileged.h"
 #include "support/wait_until.h"
 #include "wire/share_message.h"
 
@@ -773,6 +775,30 @@ TEST(ShareAdoptBad, ForgedHandoversAreRefusedWithNothingLeftBehind) {
   ASSERT_TRUE(internal::os::SendMessage(s.a.get(), internal::Encode(m), {}).ok());
   ExpectAdoptRefused(Options(BackingKind::kMemfd), s.b.get(), absl::StatusCode::kInvalidArgument,
                      "does not include", dir, 0);
+}
+
+// A successor refused by RLIMIT_MEMLOCK names what the adoption needs: every handed-over chunk
+// pinned (issue 43: it said "pinning 12 MiB more" for a 24 MiB pool, the chunks it had claimed when
+// the third one met the limit).
+int successor_socket = -1;
+TEST(ShareLimits, ASuccessorRefusedByTheMemlockLimitNamesTheWholeHandover) {
+  PoolOptions o = Options(BackingKind::kMemfd);
+  o.initial_size = 6 * kChunk;  // 24 MiB
+  HandedOver h = HandOverNewPool(o);
+  successor_socket = h.socket.get();
+  testing::RunAsUnprivileged([] {  // RLIMIT_MEMLOCK 8 MiB
+    // Dropping root made /proc/self root's; the successor reopens memfds through it.
+    ASSERT_EQ(::prctl(PR_SET_DUMPABLE, 1), 0);
+    PoolOptions successor = Options(BackingKind::kMemfd);
+    successor.initial_size = 0;
+    auto b = Pool::Adopt(successor, successor_socket);
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted) << b.status();
+    const std::string says(b.status().message());
+    EXPECT_NE(says.find("RLIMIT_MEMLOCK is 8 MiB"), std::string::npos) << says;
+    EXPECT_NE(says.find("6 chunks of 4 MiB"), std::string::npos) << says;
+    EXPECT_NE(says.find("pinning 24 MiB more"), std::string::npos) << says;
+  });
 }
 
 TEST(ShareIoUring, AnAdoptedPoolRegistersWithAnIoUringDomainAndWritesTheHandedOverBytes) {
