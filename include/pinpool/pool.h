@@ -287,8 +287,10 @@ class PINPOOL_EXPORT Pool {
   // Sends every chunk's descriptor and the pool's description on `socket` (a connected Unix stream
   // socket) for the process at the other end to map (Attachment::Receive; call again after the
   // pool grew: Attachment::Update). The pool watches that socket: the process counts as attached
-  // (PoolStats::sharing) until its end closes. Errors: kUnavailable (the peer is gone),
-  // kInvalidArgument (not a socket), kFailedPrecondition (see above; or quiesced).
+  // (PoolStats::sharing) until its end closes. All or nothing: every chunk's descriptor is
+  // duplicated before anything is sent. Errors: kUnavailable (the peer is gone),
+  // kInvalidArgument (not a socket), kFailedPrecondition (see above; or quiesced),
+  // kResourceExhausted (this process's descriptor limit: sending needs one more per chunk).
   absl::Status Share(int socket);
 
   // Warm restart, first step: ends every registration of the pool so that no device can reach its
@@ -305,7 +307,8 @@ class PINPOOL_EXPORT Pool {
   // directory's files are not removed) and this process must not touch the memory again. Once per
   // pool. Errors: kFailedPrecondition (not quiesced, or handed over already), kInvalidArgument (a
   // handle outside the pool's chunks, or overlapping another), kUnavailable (the successor is
-  // gone: the pool is as before the call and may be handed over again).
+  // gone) or kResourceExhausted (the descriptor limit, before anything is sent): after either the
+  // pool is as before the call and may be handed over again.
   absl::Status HandOver(int socket, std::span<const BlockHandle> live);
   // The successor's side: receives a handed-over pool on `socket` and creates a pool of `options`
   // over the same chunks, each in the position it had, its contents intact. Returns once the

@@ -70,6 +70,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "os/cgroup.h"
+#include "os/fd_passing.h"
 #include "os/os.h"
 #include "pinpool/domain.h"
 #include "pinpool/keys.h"
@@ -236,14 +237,15 @@ class Arena {
   // --- sharing and handover (handover.cc) --------------------------------------------------------
   struct SharedChunk {
     std::uint32_t index = 0;
-    int fd = -1;       // a duplicate, the caller's to close
+    os::UniqueFd fd;   // a duplicate, closed with the SharedChunk
     std::string path;  // a directory's file; empty for a memfd
     bool sealed = false;
     std::size_t hugetlb_page_bytes = 0;
   };
   // Every ready chunk's file, duplicated under the lock (a trim cannot close it under the caller).
-  // Empty for anonymous chunks.
-  std::vector<SharedChunk> SharedChunks() const;
+  // Empty for anonymous chunks. A duplication that fails fails the whole list, with nothing left
+  // open: kResourceExhausted at the descriptor limit (EMFILE, ENFILE), kInternal otherwise.
+  absl::StatusOr<std::vector<SharedChunk>> SharedChunks() const;
   // Waits for chunks in flight, deregisters every ready chunk from every domain, and refuses all
   // growth (kFailedPrecondition) and trim from then on. Idempotent.
   void Quiesce();

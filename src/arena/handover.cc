@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -17,16 +19,30 @@
 
 namespace pinpool::internal {
 
-std::vector<Arena::SharedChunk> Arena::SharedChunks() const {
+absl::StatusOr<std::vector<Arena::SharedChunk>> Arena::SharedChunks() const {
   MutexLock lock(&mu_);
   std::vector<SharedChunk> out;
   for (std::size_t i = 0; i < slots_used_; ++i) {
     const os::ChunkFile& f = files_[i];
     if (slots_[i] != Slot::kReady || f.fd() < 0) continue;
     const int dup = ::fcntl(f.fd(), F_DUPFD_CLOEXEC, 0);
-    if (dup < 0) continue;  // EMFILE: the caller finds the chunk missing and says so
-    out.push_back(
-        {static_cast<std::uint32_t>(i), dup, f.path(), f.sealed(), f.hugetlb_page_bytes()});
+    if (dup < 0) {
+      // A chunk left out would be a pool sent in part, said to be whole: the descriptors
+      // duplicated so far close with `out`.
+      const int err = errno;
+      return absl::Status(
+          err == EMFILE || err == ENFILE ? absl::StatusCode::kResourceExhausted
+                                         : absl::StatusCode::kInternal,
+          absl::StrFormat("duplicating chunk %d's descriptor to send it (%d of the pool's chunks "
+                          "so far): %s (sending a pool needs one more descriptor per chunk for a "
+                          "moment: raise the descriptor limit, ulimit -n)",
+                          i, out.size(), std::strerror(err)));
+    }
+    out.push_back({.index = static_cast<std::uint32_t>(i),
+                   .fd = os::UniqueFd(dup),
+                   .path = f.path(),
+                   .sealed = f.sealed(),
+                   .hugetlb_page_bytes = f.hugetlb_page_bytes()});
   }
   return out;
 }

@@ -80,7 +80,9 @@ absl::Status Pool::HandOver(int socket, std::span<const BlockHandle> live) {
         "the pool was handed over already: a pool is handed over once");
   }
   PINPOOL_RETURN_IF_ERROR(CheckLive(live, *arena_, range_base_));
-  std::vector<internal::Arena::SharedChunk> chunks = arena_->SharedChunks();
+  // Every chunk or none: a handover missing one would lose its blocks (the successor refuses it).
+  PINPOOL_ASSIGN_OR_RETURN(std::vector<internal::Arena::SharedChunk> chunks,
+                           arena_->SharedChunks());
   // The ownership locks go before the descriptors do: the successor takes them on receipt.
   arena_->HandOverFiles(true);
   const absl::Status sent =
@@ -88,7 +90,6 @@ absl::Status Pool::HandOver(int socket, std::span<const BlockHandle> live) {
                          internal::Describe(internal::WireMessage::Kind::kHandOver, id(), options_,
                                             arena_->range_size() / arena_->chunk_size()),
                          chunks, live);
-  for (auto& c : chunks) internal::os::UniqueFd(c.fd).reset();
   if (!sent.ok()) {
     arena_->HandOverFiles(false);  // still ours: the locks again
     return sent;

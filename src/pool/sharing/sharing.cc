@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -13,9 +15,21 @@
 
 namespace pinpool::internal {
 
-void Sharing::AddPeer(int socket) {
+absl::StatusOr<os::UniqueFd> DupPeerSocket(int socket) {
+  const int dup = ::fcntl(socket, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) {
+    const int err = errno;
+    return absl::Status(err == EMFILE || err == ENFILE ? absl::StatusCode::kResourceExhausted
+                                                       : absl::StatusCode::kInvalidArgument,
+                        absl::StrFormat("duplicating the sharing socket %d to watch its peer: %s",
+                                        socket, std::strerror(err)));
+  }
+  return os::UniqueFd(dup);
+}
+
+void Sharing::AddPeer(os::UniqueFd socket) {
   struct stat st {};
-  if (::fstat(socket, &st) != 0) return;
+  if (::fstat(socket.get(), &st) != 0) return;
   MutexLock lock(&mu_);
   for (const os::UniqueFd& p : peers_) {
     struct stat other {};
@@ -23,8 +37,7 @@ void Sharing::AddPeer(int socket) {
       return;  // the same socket: an update of the same process
     }
   }
-  const int dup = ::fcntl(socket, F_DUPFD_CLOEXEC, 0);
-  if (dup >= 0) peers_.emplace_back(dup);
+  peers_.push_back(std::move(socket));
 }
 
 std::size_t Sharing::LivePeers() {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "os/fd_passing.h"
 #include "pinpool/share.h"
 #include "pinpool/stats.h"
@@ -28,14 +29,20 @@
 
 namespace pinpool::internal {
 
+// A duplicate of `socket` for Sharing::AddPeer, made before a share is sent so that a share that
+// went out is always counted. kResourceExhausted at the descriptor limit, kInvalidArgument when
+// `socket` is not open.
+absl::StatusOr<os::UniqueFd> DupPeerSocket(int socket);
+
 class Sharing {
  public:
   explicit Sharing(const PoolId& id) : id_(id) {}
 
   const PoolId& id() const noexcept { return id_; }
 
-  // Attached processes.
-  void AddPeer(int socket);
+  // Attached processes: `socket`, a duplicate of the one a share went out on (DupPeerSocket), is
+  // kept while its other end is open (dropped when it is a socket kept already).
+  void AddPeer(os::UniqueFd socket);
   std::size_t LivePeers();
 
   // Blocks handed over to this pool (Adopt).

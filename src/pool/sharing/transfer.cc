@@ -69,7 +69,7 @@ absl::Status SendPool(int socket, const WireMessage& header,
                           .sealed = chunks[i].sealed,
                           .hugetlb_page_bytes = chunks[i].hugetlb_page_bytes,
                           .path = chunks[i].path});
-      fds.push_back(chunks[i].fd);
+      fds.push_back(chunks[i].fd.get());
     }
     next += n;
     m.last = next == chunks.size();

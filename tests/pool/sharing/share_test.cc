@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -383,6 +384,51 @@ Filled FillPool(Pool& pool, std::size_t count) {
     f.live.push_back(*pool.HandleOf(b));
   }
   return f;
+}
+
+// Descriptors running out while a pool is sent (RLIMIT_NOFILE just above what is open): Share and
+// HandOver fail saying so rather than send part of the pool, and the failed handover leaves the
+// pool able to hand over again, every block intact (issue 43: both skipped the chunks whose dup
+// failed and said OK; the successor then refused the handover and every block was lost).
+TEST_P(ShareTest, RunningOutOfDescriptorsFailsShareAndHandOverAndTheHandOverCanBeRepeated) {
+  PoolOptions o = Opts();
+  o.initial_size = 6 * kChunk;
+  auto a = Pool::Create(o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  Filled f = FillPool(**a, 30);
+  SocketPair s;
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const auto limit_to_two_more = [&] {
+    const int probe = ::fcntl(0, F_DUPFD_CLOEXEC, 0);  // the lowest free descriptor
+    ASSERT_GE(probe, 0);
+    ::close(probe);
+    rlimit low = saved;
+    low.rlim_cur = static_cast<rlim_t>(probe) + 2;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  };
+  limit_to_two_more();
+  const absl::Status shared = (*a)->Share(s.a.get());
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(shared.code(), absl::StatusCode::kResourceExhausted) << shared;
+  EXPECT_EQ((*a)->GetStats().sharing.shares, 0u);
+  ASSERT_TRUE((*a)->Quiesce().ok());
+  limit_to_two_more();
+  const absl::Status handed = (*a)->HandOver(s.a.get(), f.live);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(handed.code(), absl::StatusCode::kResourceExhausted) << handed;
+  EXPECT_NE(handed.message().find("ulimit -n"), std::string::npos) << handed;
+  // Nothing reached the other end: the next handover is the first message there.
+  ASSERT_TRUE((*a)->HandOver(s.a.get(), f.live).ok());
+  a->reset();
+  auto b = Pool::Adopt(Opts(), s.b.get());
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (std::size_t i = 0; i < f.live.size(); ++i) {
+    absl::StatusOr<Block> block = (*b)->Claim(f.live[i]);
+    ASSERT_TRUE(block.ok()) << block.status();
+    EXPECT_TRUE(Holds(block->data(), block->size(), static_cast<unsigned>(i))) << i;
+    (*b)->Deallocate(*block);
+  }
 }
 
 TEST_P(ShareTest, AHandedOverPoolIsAdoptedWithItsBlocksIntact) {
