@@ -61,6 +61,7 @@ Arena::Arena(ArenaConfig config, os::Range range)
       files_(max_chunks_),
       adopting_(max_chunks_),
       adopt_held_(max_chunks_, false),
+      generations_(max_chunks_, 0),
       file_prefix_(NextFilePrefix()),
       domain_counters_(config_.domains.size()) {
   for (std::size_t d = 0; d < config_.domains.size(); ++d) {
@@ -98,7 +99,14 @@ Arena::~Arena() {
   for (os::ChunkFile& f : files_) handed_over_ ? f.Disown() : f.Close();
 }
 
+std::uint32_t Arena::NextGenerationLocked(std::uint32_t index) {
+  std::uint32_t& g = generations_[index];
+  g = g == UINT32_MAX ? 1 : g + 1;
+  return g;
+}
+
 void Arena::DropClaimLocked(std::uint32_t index) {
+  NextGenerationLocked(index);  // an adoption's generation is not given to a later chunk
   slots_[index] = Slot::kEmpty;
   --growing_;
   if (adopt_held_[index]) --growing_held_;
@@ -274,6 +282,7 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   if (held) --growing_held_;
   growing_now_.store(growing_, std::memory_order_relaxed);
   chunk_done_.NotifyAll();
+  const std::uint32_t generation = NextGenerationLocked(index);
   if (!built.ok()) {
     slots_[index] = Slot::kEmpty;
     slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
@@ -282,6 +291,7 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
     return built.status();
   }
   ChunkInfo* c = built->chunk.get();
+  c->generation = generation;  // before the record is published below
   growth_latency_.RecordSeconds(built->build_seconds);
   for (std::size_t d = 0; d < c->domain_count; ++d) {
     ArenaStats::DomainCounters& dc = domain_counters_[d];

@@ -241,6 +241,7 @@ class Arena {
     std::string path;  // a directory's file; empty for a memfd
     bool sealed = false;
     std::size_t hugetlb_page_bytes = 0;
+    std::uint32_t generation = 0;  // ChunkInfo::generation
   };
   // Every ready chunk's file, duplicated under the lock (a trim cannot close it under the caller).
   // Empty for anonymous chunks. A duplication that fails fails the whole list, with nothing left
@@ -255,12 +256,13 @@ class Arena {
   void HandOverFiles(bool handed_over);
   struct AdoptedChunk {
     std::uint32_t index = 0;
-    os::ChunkFile file;  // adopted (os::AdoptChunkFile): this process's own, locked
-    bool held = false;   // holds live blocks: published all carved, until ReturnChunk
+    std::uint32_t generation = 1;  // the predecessor's ChunkInfo::generation: kept
+    os::ChunkFile file;            // adopted (os::AdoptChunkFile): this process's own, locked
+    bool held = false;             // holds live blocks: published all carved, until ReturnChunk
   };
   // Claims each chunk's slot now (it must be empty; the budget, RLIMIT_MEMLOCK and the cgroup are
-  // checked as for growth) and parks its file; AdoptQueued builds them. On error nothing is
-  // claimed and the files are disowned (their names kept).
+  // checked as for growth) and parks its file; AdoptQueued builds them, each published with the
+  // generation it had. On error nothing is claimed and the files are disowned (their names kept).
   absl::Status QueueAdoption(std::vector<AdoptedChunk> chunks);
   // Maps and registers the queued chunks, in slot order, on up to reserve_threads workers (as
   // Reserve). A chunk that fails leaves its slot empty and its file's name in place; the first
@@ -329,7 +331,8 @@ class Arena {
   absl::StatusOr<Built> Build(std::uint32_t index) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RegisterAll(ChunkInfo& chunk, double* seconds) ABSL_LOCKS_EXCLUDED(mu_);
   // Makes slot `index` ready (or empty again, on error, which is counted and kept) and wakes
-  // whoever waits for a chunk in flight.
+  // whoever waits for a chunk in flight. Either way the slot's next generation is taken (the
+  // chunk's, when it is published).
   absl::Status PublishLocked(std::uint32_t index, absl::StatusOr<Built> built, Why why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK when RLIMIT_MEMLOCK and the memory cgroup leave room for `n` adopted chunks on top of those
@@ -339,6 +342,8 @@ class Arena {
   // abandoned): the slot empty again, an adopted file's name kept. The caller updates the
   // lock-free copies of the counts.
   void DropClaimLocked(std::uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The next generation of slot `index` (never 0, wrapping past 2^32 - 1 to 1), now taken.
+  std::uint32_t NextGenerationLocked(std::uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Claim, build, publish: one chunk, on the calling thread.
   absl::Status GrowOne(Why why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Builds and publishes the claimed slots on up to `workers` threads (1: this one), taken in
@@ -407,7 +412,10 @@ class Arena {
   std::vector<os::ChunkFile> adopting_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> adopt_held_ ABSL_GUARDED_BY(mu_);
   std::vector<std::uint32_t> queued_ ABSL_GUARDED_BY(mu_);  // slots QueueAdoption claimed
-  std::size_t growing_held_ ABSL_GUARDED_BY(mu_) = 0;       // of growing_: held adoptions
+  // By slot: the generation last given to a chunk there (ChunkInfo::generation); every claim of
+  // the slot that ends, published or not, takes the next, so none is ever given twice.
+  std::vector<std::uint32_t> generations_ ABSL_GUARDED_BY(mu_);
+  std::size_t growing_held_ ABSL_GUARDED_BY(mu_) = 0;  // of growing_: held adoptions
   bool quiesced_ ABSL_GUARDED_BY(mu_) = false;
   bool registrations_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool handed_over_ ABSL_GUARDED_BY(mu_) = false;

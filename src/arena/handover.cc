@@ -42,7 +42,8 @@ absl::StatusOr<std::vector<Arena::SharedChunk>> Arena::SharedChunks() const {
                    .fd = os::UniqueFd(dup),
                    .path = f.path(),
                    .sealed = f.sealed(),
-                   .hugetlb_page_bytes = f.hugetlb_page_bytes()});
+                   .hugetlb_page_bytes = f.hugetlb_page_bytes(),
+                   .generation = chunks_[i]->generation});
   }
   return out;
 }
@@ -101,9 +102,9 @@ absl::Status Arena::CheckAdoptionHeadroomLocked(std::size_t n) const {
     s = CheckCgroupHeadroom(charge * (growing_ + n), os::ReadMemoryCgroup(cgroup_), lower);
   }
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrFormat("adopting %d chunks of %s (%s): %s", n,
-                                                FormatBytes(size), FormatBytes(n * size),
-                                                s.message()));
+  return absl::Status(s.code(),
+                      absl::StrFormat("adopting %d chunks of %s (%s): %s", n, FormatBytes(size),
+                                      FormatBytes(n * size), s.message()));
 }
 
 absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {
@@ -129,6 +130,9 @@ absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {
     return error;
   }
   for (AdoptedChunk& c : chunks) {
+    // Published with the generation it had: the predecessor's handles name it (PublishLocked
+    // takes the next).
+    generations_[c.index] = c.generation - 1;
     adopting_[c.index] = std::move(c.file);
     adopt_held_[c.index] = c.held;
     if (c.held) ++growing_held_;

@@ -24,7 +24,8 @@
 namespace pinpool {
 namespace {
 
-// OK when `live` are disjoint blocks inside ready chunks of `arena`.
+// OK when `live` are disjoint blocks inside ready chunks of `arena`, each handle of the chunk
+// there now (its generation).
 absl::Status CheckLive(std::span<const BlockHandle> live, const internal::Arena& arena,
                        std::uintptr_t range_base) {
   std::vector<BlockHandle> sorted(live.begin(), live.end());
@@ -40,6 +41,13 @@ absl::Status CheckLive(std::span<const BlockHandle> live, const internal::Arena&
       return absl::InvalidArgumentError(absl::StrFormat(
           "live block {chunk %d, offset %d, %d bytes} is not inside a chunk of this pool", h.chunk,
           h.offset, h.size));
+    }
+    if (const std::uint32_t now = arena.ChunkOf(p)->generation; now != h.generation) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "live block {chunk %d, offset %d, %d bytes} names generation %d of its chunk; the "
+          "pool's chunk %d is generation %d (the handle is of another chunk at that index: one "
+          "trimmed since)",
+          h.chunk, h.offset, h.size, h.generation, h.chunk, now));
     }
     if (i > 0 && sorted[i - 1].chunk == h.chunk &&
         sorted[i - 1].offset + sorted[i - 1].size > h.offset) {
@@ -142,7 +150,8 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Adopt(PoolOptions options, int socke
     }
     const bool held = std::any_of(d.live.begin(), d.live.end(),
                                   [&](const BlockHandle& h) { return h.chunk == c.index; });
-    handover.chunks.push_back({.index = c.index, .file = *std::move(file), .held = held});
+    handover.chunks.push_back(
+        {.index = c.index, .generation = c.generation, .file = *std::move(file), .held = held});
   }
   got.fds.clear();  // the predecessor's descriptions: ours are reopened
   absl::StatusOr<std::unique_ptr<Pool>> pool = CreateWith(std::move(options), &handover);
@@ -156,11 +165,14 @@ absl::StatusOr<Block> Pool::Claim(const BlockHandle& handle) {
   const std::uintptr_t p = range_base_ + std::uintptr_t{handle.chunk} * size +
                            std::min<std::uint64_t>(handle.offset, size);
   std::size_t live = 0;
+  std::uint32_t generation = 0;
   if (handle.chunk >= arena_->range_size() / size || handle.offset >= size ||
-      !Reclaimed(reinterpret_cast<void*>(p), &live) || live != handle.size) {
+      !sharing_->Reclaimed(reinterpret_cast<void*>(p), &live, &generation) || live != handle.size ||
+      generation != handle.generation) {
     return absl::NotFoundError(absl::StrFormat(
-        "{chunk %d, offset %d, %d bytes} names no handed-over block that is still live",
-        handle.chunk, handle.offset, handle.size));
+        "{chunk %d generation %d, offset %d, %d bytes} names no handed-over block that is still "
+        "live",
+        handle.chunk, handle.generation, handle.offset, handle.size));
   }
   if (!arena_->AwaitReady(handle.chunk)) {
     const absl::Status why = arena_->last_growth_error();

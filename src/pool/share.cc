@@ -25,7 +25,10 @@ absl::StatusOr<BlockHandle> Pool::HandleOf(const Block& block) const {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%p (%d bytes) is not a block inside one chunk of this pool", block.data(), block.size()));
   }
-  return BlockHandle{.chunk = chunk->index, .offset = p - chunk->base, .size = block.size()};
+  return BlockHandle{.chunk = chunk->index,
+                     .generation = chunk->generation,
+                     .offset = p - chunk->base,
+                     .size = block.size()};
 }
 
 absl::Status Pool::Share(int socket) {

@@ -55,7 +55,7 @@ void Sharing::AdoptBlocks(std::span<const BlockHandle> live, std::uintptr_t rang
   MutexLock lock(&mu_);
   for (const BlockHandle& h : live) {
     const std::uintptr_t p = range_base + std::uintptr_t{h.chunk} * chunk_size + h.offset;
-    reclaimed_.emplace(p, Live{h.size, h.chunk});
+    reclaimed_.emplace(p, Live{h.size, h.chunk, h.generation});
     ++per_chunk_[h.chunk];
     stats_.reclaimed_live_bytes += h.size;
   }
@@ -69,12 +69,13 @@ std::vector<BlockHandle> Sharing::adopted() const {
   return adopted_;
 }
 
-bool Sharing::Reclaimed(const void* p, std::size_t* size) const {
+bool Sharing::Reclaimed(const void* p, std::size_t* size, std::uint32_t* generation) const {
   if (reclaimed_count_.load(std::memory_order_acquire) == 0) return false;
   MutexLock lock(&mu_);
   auto it = reclaimed_.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == reclaimed_.end()) return false;
   if (size != nullptr) *size = it->second.size;
+  if (generation != nullptr) *generation = it->second.generation;
   return true;
 }
 

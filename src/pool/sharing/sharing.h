@@ -49,8 +49,8 @@ class Sharing {
   void AdoptBlocks(std::span<const BlockHandle> live, std::uintptr_t range_base,
                    std::size_t chunk_size);
   std::vector<BlockHandle> adopted() const;
-  // Whether `p` is a reclaimed block still live, and its size.
-  bool Reclaimed(const void* p, std::size_t* size) const;
+  // Whether `p` is a reclaimed block still live, and its size and chunk generation.
+  bool Reclaimed(const void* p, std::size_t* size, std::uint32_t* generation = nullptr) const;
   // Forgets the reclaimed blocks of chunk `chunk` (given back: lost to the application) and
   // returns them as {address, size}.
   std::vector<std::pair<void*, std::size_t>> ForgetChunk(std::uint32_t chunk);
@@ -83,6 +83,7 @@ class Sharing {
   struct Live {
     std::size_t size;
     std::uint32_t chunk;
+    std::uint32_t generation;
   };
   std::unordered_map<std::uintptr_t, Live> reclaimed_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<std::uint32_t, std::size_t> per_chunk_ ABSL_GUARDED_BY(mu_);

@@ -148,7 +148,8 @@ TEST_P(ShareTest, UpdateMapsChunksAddedAfterTheShare) {
   auto att = Attachment::Receive(s.b.get());
   ASSERT_TRUE(att.ok()) << att.status();
   ASSERT_TRUE((*pool)->Reserve(4 * kChunk).ok());
-  const BlockHandle late{.chunk = 3, .offset = 0, .size = 4096};
+  // The first chunk ever at index 3: generation 1.
+  const BlockHandle late{.chunk = 3, .generation = 1, .offset = 0, .size = 4096};
   EXPECT_EQ((*att)->Map(late).status().code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE((*pool)->Share(s.a.get()).ok());
   ASSERT_TRUE((*att)->Update(s.b.get()).ok());
@@ -299,11 +300,11 @@ TEST_F(BadShare, GarbageIsNotADescription) {
 TEST_F(BadShare, AnotherVersionIsRefusedByName) {
   UniqueFd fd(SealedMemfd(kChunk));
   std::vector<std::byte> bytes = internal::Encode(Share(1));
-  bytes[8] = std::byte{2};  // version 2
+  bytes[8] = std::byte{3};  // version 3
   SocketPair s;
   const int fds[] = {fd.get()};
   ASSERT_TRUE(internal::os::SendMessage(s.a.get(), bytes, fds).ok());
-  ExpectRefused(std::move(s.b), absl::StatusCode::kInvalidArgument, "version 2");
+  ExpectRefused(std::move(s.b), absl::StatusCode::kInvalidArgument, "version 3");
 }
 
 TEST_F(BadShare, DescriptorsThatDoNotMatchTheDescription) {
@@ -384,6 +385,54 @@ Filled FillPool(Pool& pool, std::size_t count) {
     f.live.push_back(*pool.HandleOf(b));
   }
   return f;
+}
+
+// A slot trimmed and grown again holds another chunk (another file): an attached process that
+// mapped the old one gets the new one at its next Update, and a handle of either chunk never maps
+// the other (issue 43: Update skipped every slot it had mapped, so the new block's handle mapped
+// the trimmed chunk's file, whose bytes the owner no longer sees).
+TEST_P(ShareTest, ASlotTrimmedAndGrownAgainReachesAnAttachedProcessAsItsNewChunk) {
+  auto pool = Pool::Create(Opts());
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  SocketPair s;
+  ASSERT_TRUE((*pool)->Share(s.a.get()).ok());
+  auto att = Attachment::Receive(s.b.get());
+  ASSERT_TRUE(att.ok()) << att.status();
+  Block old = (*pool)->Allocate(1 << 20);
+  ASSERT_TRUE(old);
+  const BlockHandle old_handle = *(*pool)->HandleOf(old);
+  ASSERT_TRUE((*pool)->Reserve(3 * kChunk).ok());
+  ASSERT_TRUE((*pool)->Share(s.a.get()).ok());
+  ASSERT_TRUE((*att)->Update(s.b.get()).ok());
+  EXPECT_EQ((*att)->chunks_mapped(), 3u);
+  (*pool)->Deallocate(old);
+  (*pool)->Trim(0);
+  ASSERT_EQ((*pool)->GetStats().mapped_bytes, 0u);
+  std::vector<Block> blocks;
+  for (unsigned i = 0; i < 3; ++i) {
+    blocks.push_back((*pool)->Allocate(1 << 20));
+    ASSERT_TRUE(blocks.back());
+    Fill({static_cast<std::byte*>(blocks.back().data()), blocks.back().size()}, 40 + i);
+  }
+  const BlockHandle handle = *(*pool)->HandleOf(blocks[0]);
+  ASSERT_EQ(handle.chunk, old_handle.chunk) << "the slot is used again";
+  // Before the update, the new chunk is not mapped here: its handle maps nothing (never the old
+  // chunk's view).
+  EXPECT_EQ((*att)->Map(handle).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE((*pool)->Share(s.a.get()).ok());
+  ASSERT_TRUE((*att)->Update(s.b.get()).ok());
+  EXPECT_EQ((*att)->chunks_mapped(), 1u) << "the trimmed chunks are unmapped here too";
+  for (unsigned i = 0; i < 3; ++i) {
+    absl::StatusOr<std::span<std::byte>> view = (*att)->Map(*(*pool)->HandleOf(blocks[i]));
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_TRUE(Holds(view->data(), view->size(), 40 + i)) << "block " << i << ": stale bytes";
+    Fill(*view, 50 + i);
+    EXPECT_TRUE(Holds(blocks[i].data(), blocks[i].size(), 50 + i))
+        << "block " << i << ": the attached process's writes do not reach the owner";
+  }
+  // The trimmed chunk's handle names a chunk that is gone: it maps nothing.
+  EXPECT_EQ((*att)->Map(old_handle).status().code(), absl::StatusCode::kNotFound);
+  for (const Block& b : blocks) (*pool)->Deallocate(b);
 }
 
 // Descriptors running out while a pool is sent (RLIMIT_NOFILE just above what is open): Share and
@@ -672,6 +721,11 @@ TEST_P(ShareTest, HandOverNeedsAQuiescedPoolWithoutGrantHoldersAndDisjointLiveBl
   EXPECT_EQ((*a)->HandOver(s.a.get(), overlapping).code(), absl::StatusCode::kInvalidArgument);
   std::vector<BlockHandle> outside = {{.chunk = 9, .offset = 0, .size = 64}};
   EXPECT_EQ((*a)->HandOver(s.a.get(), outside).code(), absl::StatusCode::kInvalidArgument);
+  std::vector<BlockHandle> stale = {f.live[0]};  // another chunk of the same index
+  stale[0].generation += 1;
+  const absl::Status refused = (*a)->HandOver(s.a.get(), stale);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("generation"), std::string::npos) << refused;
   SocketPair gone;
   gone.b.reset();
   EXPECT_EQ((*a)->HandOver(gone.a.get(), f.live).code(), absl::StatusCode::kUnavailable);
@@ -687,6 +741,9 @@ TEST_P(ShareTest, ClaimFindsOnlyHandedOverBlocks) {
   BlockHandle wrong = h.live[1];
   wrong.size += 1;
   EXPECT_EQ((*b)->Claim(wrong).status().code(), absl::StatusCode::kNotFound);
+  BlockHandle other_chunk = h.live[1];  // another chunk at the same index (after a trim)
+  other_chunk.generation += 1;
+  EXPECT_EQ((*b)->Claim(other_chunk).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ((*b)->Claim({.chunk = 99, .offset = 0, .size = 64}).status().code(),
             absl::StatusCode::kNotFound);
   absl::StatusOr<Block> first = (*b)->Claim(h.live[1]);
@@ -797,7 +854,7 @@ TEST(ShareAdoptBad, ForgedHandoversAreRefusedWithNothingLeftBehind) {
     m.chunk_size = chunk_size;
     m.max_chunks = 16;
     m.chunks.push_back(Chunk(0));
-    m.live.push_back({.chunk = 0, .offset = 0, .size = 64});
+    m.live.push_back({.chunk = 0, .generation = 1, .offset = 0, .size = 64});
     SocketPair s;
     const int fds[] = {fd};
     EXPECT_TRUE(internal::os::SendMessage(s.a.get(), internal::Encode(m), fds).ok());
@@ -816,11 +873,22 @@ TEST(ShareAdoptBad, ForgedHandoversAreRefusedWithNothingLeftBehind) {
   m.kind = internal::WireMessage::Kind::kHandOver;
   m.chunk_size = kChunk;
   m.max_chunks = 16;
-  m.live.push_back({.chunk = 3, .offset = 0, .size = 64});
+  m.live.push_back({.chunk = 3, .generation = 1, .offset = 0, .size = 64});
   SocketPair s;
   ASSERT_TRUE(internal::os::SendMessage(s.a.get(), internal::Encode(m), {}).ok());
   ExpectAdoptRefused(Options(BackingKind::kMemfd), s.b.get(), absl::StatusCode::kInvalidArgument,
                      "does not include", dir, 0);
+  // A live block of another chunk at an index the handover includes.
+  UniqueFd sealed(::memfd_create("pinpool-test", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  ASSERT_EQ(::ftruncate(sealed.get(), kChunk), 0);
+  ASSERT_EQ(::fcntl(sealed.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  m.chunks.push_back(Chunk(3));  // generation 1
+  m.live[0].generation = 2;
+  SocketPair other;
+  const int fds[] = {sealed.get()};
+  ASSERT_TRUE(internal::os::SendMessage(other.a.get(), internal::Encode(m), fds).ok());
+  ExpectAdoptRefused(Options(BackingKind::kMemfd), other.b.get(),
+                     absl::StatusCode::kInvalidArgument, "of generation 2", dir, 0);
 }
 
 // A successor refused by RLIMIT_MEMLOCK names what the adoption needs: every handed-over chunk
