@@ -414,9 +414,10 @@ class PINPOOL_EXPORT Pool {
   PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
   // The background thread (low watermark, trim policy), as the options ask (pool/growth.cc).
   // `start`: when Create began (the start-up times are measured from it).
-  // `adopting`: chunks queued for adoption are built first (Adopt).
-  PINPOOL_NO_EXPORT void StartBackgroundWork(std::chrono::steady_clock::time_point start,
-                                             bool adopting = false);
+  // `adopting`: chunks queued for adoption are built first (Adopt). Fails when the thread cannot
+  // be started.
+  PINPOOL_NO_EXPORT absl::Status StartBackgroundWork(std::chrono::steady_clock::time_point start,
+                                                     bool adopting = false);
 
   static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
   static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"

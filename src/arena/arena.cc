@@ -424,13 +424,15 @@ absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed
   };
   workers = std::min(workers, claimed.size());
   mu_.Unlock();
-  if (workers <= 1) {
-    work(false);  // the caller's thread, whose affinity is the caller's business
-  } else {
-    std::vector<std::thread> threads;
-    for (std::size_t t = 0; t < workers; ++t) threads.emplace_back(work, true);
-    for (std::thread& t : threads) t.join();
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; workers > 1 && t < workers; ++t) {
+    // Fewer workers when the kernel refuses a thread; none: the caller builds them all.
+    absl::StatusOr<std::thread> thread = os::StartThread([&work] { work(true); });
+    if (!thread.ok()) break;
+    threads.push_back(*std::move(thread));
   }
+  if (threads.empty()) work(false);  // the caller's thread, whose affinity is its business
+  for (std::thread& t : threads) t.join();
   mu_.Lock();
   for (std::size_t i = std::min(next.load(), claimed.size()); i < claimed.size(); ++i) {
     DropClaimLocked(claimed[i]);

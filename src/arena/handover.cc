@@ -25,11 +25,12 @@ absl::StatusOr<std::vector<Arena::SharedChunk>> Arena::SharedChunks() const {
   for (std::size_t i = 0; i < slots_used_; ++i) {
     const os::ChunkFile& f = files_[i];
     if (slots_[i] != Slot::kReady || f.fd() < 0) continue;
-    const int dup = ::fcntl(f.fd(), F_DUPFD_CLOEXEC, 0);
+    const int injected = os::InjectedFault(os::Call::kDupFd, config_.chunk_size);
+    const int dup = injected != 0 ? -1 : ::fcntl(f.fd(), F_DUPFD_CLOEXEC, 0);
     if (dup < 0) {
       // A chunk left out would be a pool sent in part, said to be whole: the descriptors
       // duplicated so far close with `out`.
-      const int err = errno;
+      const int err = injected != 0 ? injected : errno;
       return absl::Status(
           err == EMFILE || err == ENFILE ? absl::StatusCode::kResourceExhausted
                                          : absl::StatusCode::kInternal,

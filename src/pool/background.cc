@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/strings/str_cat.h"
 #include "os/os.h"
 
 namespace pinpool::internal {
@@ -13,19 +14,27 @@ std::size_t TrimIdleChunks(Heap& heap, Arena& arena, std::size_t floor_bytes) {
   return arena.Trim(floor_bytes);
 }
 
-std::unique_ptr<BackgroundWork> BackgroundWork::Start(Heap& heap, Arena& arena,
-                                                      const Policy& policy) {
+absl::StatusOr<std::unique_ptr<BackgroundWork>> BackgroundWork::Start(Heap& heap, Arena& arena,
+                                                                      const Policy& policy) {
   if (!policy.keep_watermark && policy.trim_every.count() == 0 && policy.startup_bytes == 0 &&
       !policy.adopt && policy.check_leases.count() == 0) {
     return nullptr;
   }
-  return std::unique_ptr<BackgroundWork>(new BackgroundWork(heap, arena, policy));
+  std::unique_ptr<BackgroundWork> work(new BackgroundWork(heap, arena, policy));
+  absl::StatusOr<std::thread> thread = os::StartThread([w = work.get()] { w->Run(); });
+  if (!thread.ok()) {
+    return absl::Status(thread.status().code(),
+                        absl::StrCat("the pool's background work: ", thread.status().message()));
+  }
+  work->thread_ = *std::move(thread);
+  return work;
 }
 
 BackgroundWork::BackgroundWork(Heap& heap, Arena& arena, const Policy& policy)
-    : heap_(heap), arena_(arena), policy_(policy), thread_([this] { Run(); }) {}
+    : heap_(heap), arena_(arena), policy_(policy) {}
 
 BackgroundWork::~BackgroundWork() {
+  if (!thread_.joinable()) return;  // never started
   {
     MutexLock lock(&mu_);
     stop_ = true;

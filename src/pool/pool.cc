@@ -72,8 +72,8 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::CreateWith(PoolOptions options,
                               .source = classes != nullptr ? classes->default_source() : nullptr}));
   std::unique_ptr<Pool> pool(new Pool(std::move(arena), std::move(heap)));
   pool->AttachClasses(std::move(classes));
-  pool->arrays_ = std::make_unique<internal::PoolArrays>(
-      pool->arena_.get(), pool->heap_.get(), pool->classes_.get(), pool->grants_.get());
+  pool->arrays_ = std::make_unique<internal::PoolArrays>(pool->arena_.get(), pool->heap_.get(),
+                                                         pool->classes_.get(), pool->grants_.get());
   pool->options_ = std::move(options);
   pool->sharing_ = std::make_unique<internal::Sharing>(handover != nullptr ? handover->id
                                                                            : internal::NewPoolId());
@@ -103,7 +103,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::CreateWith(PoolOptions options,
       pool->startup_initial_size_ = seconds(std::chrono::steady_clock::now());
     }
   }
-  pool->StartBackgroundWork(start, handover != nullptr);
+  PINPOOL_RETURN_IF_ERROR(pool->StartBackgroundWork(start, handover != nullptr));
   return pool;
 }
 

@@ -11,14 +11,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "os/os.h"
 #include "util/status_macros.h"
 
 namespace pinpool::internal {
 
 absl::StatusOr<os::UniqueFd> DupPeerSocket(int socket) {
-  const int dup = ::fcntl(socket, F_DUPFD_CLOEXEC, 0);
+  const int injected = os::InjectedFault(os::Call::kDupFd, 0);
+  const int dup = injected != 0 ? -1 : ::fcntl(socket, F_DUPFD_CLOEXEC, 0);
   if (dup < 0) {
-    const int err = errno;
+    const int err = injected != 0 ? injected : errno;
     return absl::Status(err == EMFILE || err == ENFILE ? absl::StatusCode::kResourceExhausted
                                                        : absl::StatusCode::kInvalidArgument,
                         absl::StrFormat("duplicating the sharing socket %d to watch its peer: %s",
