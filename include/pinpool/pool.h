@@ -304,8 +304,12 @@ class PINPOOL_EXPORT Pool {
   // Second step: sends the pool (its chunks' descriptors and description, with `live`, the blocks
   // the successor's application needs back) on `socket` to the successor (Pool::Adopt). The
   // chunks' files belong to the successor afterwards: this pool's destruction keeps them (a
-  // directory's files are not removed) and this process must not touch the memory again. Once per
-  // pool. Errors: kFailedPrecondition (not quiesced, or handed over already), kInvalidArgument (a
+  // directory's files are not removed) and this process must not touch the memory again. Keep the
+  // pool until the successor's Adopt returned OK (the application's protocol says so): when it
+  // failed, or the successor went away, no process owns the chunks and HandOver may be called
+  // again (on a new socket); once a successor adopted them, HandOver is refused. Errors:
+  // kFailedPrecondition (not quiesced; adopted by a successor already; an adopted chunk of this
+  // pool still to be built, see Claim), kInvalidArgument (a
   // handle outside the pool's chunks, or overlapping another), kUnavailable (the successor is
   // gone) or kResourceExhausted (the descriptor limit, before anything is sent): after either the
   // pool is as before the call and may be handed over again.
@@ -319,13 +323,17 @@ class PINPOOL_EXPORT Pool {
   // registered. The handed-over blocks are live blocks of the new pool (Claim). `options` must
   // match what was handed over: the same backing kind, chunk_size, a budget that holds every
   // adopted chunk's position, no named classes (kInvalidArgument saying which, or
-  // kFailedPrecondition for a pool another process adopted already). Errors leave nothing
-  // mapped or registered, and every file with its name.
+  // kFailedPrecondition for a pool another process adopted already); kResourceExhausted when
+  // RLIMIT_MEMLOCK or the memory cgroup cannot take every chunk, or a descriptor, a lock or memory
+  // is short. Errors leave nothing mapped or registered, every file with its name and no
+  // ownership lock taken: the predecessor may hand the pool over again.
   static absl::StatusOr<std::unique_ptr<Pool>> Adopt(PoolOptions options, int socket);
   // A block handed over to this pool (Adopt's `live`): waits until its chunk is registered, then
   // returns it with this pool's keys; free it as any block. The same Block each time until it is
-  // freed. kNotFound when `handle` names no handed-over block that is still live; the error of its
-  // chunk's adoption when that failed (its blocks are lost then).
+  // freed. kNotFound when `handle` names no handed-over block that is still live. An adopted chunk
+  // whose mapping or registration failed (after the start-up's own retries) is kept, file and all:
+  // Claim of one of its blocks builds it again, and returns kUnavailable with the failure when
+  // that fails too (its blocks are kept: Claim again once the cause is gone).
   absl::StatusOr<Block> Claim(const BlockHandle& handle);
   // The handles Adopt received, in the order sent (freed ones included).
   std::vector<BlockHandle> AdoptedBlocks() const;

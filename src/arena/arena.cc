@@ -95,8 +95,10 @@ Arena::~Arena() {
   }
   os::Release(range_, chunk_bytes);  // unmaps every chunk with the reservation
   // Only now, with nothing mapped or registered any more: close the chunks' files (and unlink
-  // those in a directory, unless a successor owns them now).
+  // those in a directory, unless a successor owns them now). An adoption that never succeeded
+  // keeps its file's name: the data is the predecessor's blocks.
   for (os::ChunkFile& f : files_) handed_over_ ? f.Disown() : f.Close();
+  for (os::ChunkFile& f : adopting_) f.Disown();
 }
 
 std::uint32_t Arena::NextGenerationLocked(std::uint32_t index) {
@@ -230,18 +232,27 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
     adopted = std::move(adopting_[index]);
   }
   const bool adopting = adopted.fd() >= 0;
-  // On any error below, `mapped` (and its file) dies after the chunk is unmapped; an adopted
-  // file keeps its name (its data is the predecessor's).
-  PINPOOL_ASSIGN_OR_RETURN(
-      os::MappedChunk mapped,
-      adopting ? os::MapChunkFile(at, size, std::move(adopted), config_.populate)
+  // On any error below a new chunk's file dies with `mapped`, after the chunk is unmapped; an
+  // adopted one goes back where it was (PublishLocked keeps it for another try: its data is the
+  // blocks the predecessor handed over).
+  const auto keep_adopted = [&](os::ChunkFile file) {
+    MutexLock lock(&mu_);
+    adopting_[index] = std::move(file);
+  };
+  absl::StatusOr<os::MappedChunk> got =
+      adopting ? os::MapChunkFile(at, size, adopted, config_.populate)
                : os::MapChunk(at, size, config_.page_size, config_.require_page_size,
-                              config_.populate, config_.numa_node, backing));
+                              config_.populate, config_.numa_node, backing);
+  if (!got.ok()) {
+    if (adopting) keep_adopted(std::move(adopted));
+    return got.status();
+  }
+  os::MappedChunk& mapped = *got;
   c.page_size = mapped.page_size;
   c.huge_bytes = mapped.huge_bytes;
   if (absl::Status s = RegisterAll(c, built.seconds); !s.ok()) {
     os::UnmapChunk(at, size);
-    if (adopting) mapped.file.Disown();
+    if (adopting) keep_adopted(std::move(mapped.file));
     return s;
   }
   if (config_.numa_node >= 0 && !adopting) {  // an adopted chunk's pages are where they were
@@ -282,16 +293,24 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   if (held) --growing_held_;
   growing_now_.store(growing_, std::memory_order_relaxed);
   chunk_done_.NotifyAll();
-  const std::uint32_t generation = NextGenerationLocked(index);
   if (!built.ok()) {
-    slots_[index] = Slot::kEmpty;
+    if (adopting_[index].fd() >= 0) {
+      // An adopted chunk Build could not map or register: parked with its file, its generation
+      // and whether it holds blocks, for RetryAdoption. Its blocks are not lost.
+      slots_[index] = Slot::kAdoptFailed;
+      adopt_held_[index] = held;
+      ++adopt_failed_;
+    } else {
+      NextGenerationLocked(index);  // taken: the next chunk here is another one
+      slots_[index] = Slot::kEmpty;
+    }
     slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
     ++growth_failures_;
     last_growth_error_ = built.status();
     return built.status();
   }
   ChunkInfo* c = built->chunk.get();
-  c->generation = generation;  // before the record is published below
+  c->generation = NextGenerationLocked(index);  // before the record is published below
   growth_latency_.RecordSeconds(built->build_seconds);
   for (std::size_t d = 0; d < c->domain_count; ++d) {
     ArenaStats::DomainCounters& dc = domain_counters_[d];
@@ -399,13 +418,15 @@ void Arena::ReturnChunk(const void* chunk_base) {
 absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed,
                                        std::size_t workers, Why why,
                                        std::chrono::steady_clock::time_point* first_added,
-                                       const std::atomic<bool>* cancel, std::size_t* added) {
+                                       const std::atomic<bool>* cancel, std::size_t* added,
+                                       bool keep_going) {
   std::vector<absl::Status> errors;
   std::size_t published = 0;
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   const auto stop = [&] {
-    return failed.load() || (cancel != nullptr && cancel->load(std::memory_order_relaxed));
+    return (failed.load() && !keep_going) ||
+           (cancel != nullptr && cancel->load(std::memory_order_relaxed));
   };
   const auto work = [&](bool on_node) {
     if (on_node && config_.numa_node >= 0) os::RunOnNodeCpus(config_.numa_node);

@@ -108,6 +108,27 @@ absl::Status Arena::CheckAdoptionHeadroomLocked(std::size_t n) const {
                                       FormatBytes(n * size), s.message()));
 }
 
+bool Arena::TakeBackFiles() {
+  MutexLock lock(&mu_);
+  if (!handed_over_) return true;
+  std::vector<int> taken;
+  for (os::ChunkFile& f : files_) {
+    if (f.fd() < 0) continue;
+    if (os::LockOwnership(f.fd()) != 0) {
+      for (int fd : taken) os::UnlockOwnership(fd);
+      return false;
+    }
+    taken.push_back(f.fd());
+  }
+  handed_over_ = false;
+  for (os::ChunkFile& f : files_) {
+    if (f.fd() >= 0 && !f.path().empty()) {
+      f.set_leased(os::TakeWriteLease(f.fd(), f.path().c_str()).ok());
+    }
+  }
+  return true;
+}
+
 absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {
   std::sort(chunks.begin(), chunks.end(),
             [](const AdoptedChunk& a, const AdoptedChunk& b) { return a.index < b.index; });
@@ -148,7 +169,49 @@ absl::Status Arena::AdoptQueued(const std::atomic<bool>* cancel) {
   if (claimed.empty()) return absl::OkStatus();
   std::size_t added = 0;
   return BuildClaimedLocked(claimed, config_.reserve_threads, Why::kReserve, nullptr, cancel,
-                            &added);
+                            &added, /*keep_going=*/true);
+}
+
+absl::Status Arena::RetryAdoption(std::uint32_t index) {
+  if (index >= max_chunks_) {
+    return absl::FailedPreconditionError(absl::StrFormat("no chunk %d in this pool", index));
+  }
+  MutexLock lock(&mu_);
+  while (slots_[index] == Slot::kGrowing) chunk_done_.Wait(&mu_);
+  if (slots_[index] == Slot::kReady) return absl::OkStatus();
+  if (slots_[index] != Slot::kAdoptFailed) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("chunk %d holds no adopted chunk to build again", index));
+  }
+  slots_[index] = Slot::kGrowing;
+  --adopt_failed_;
+  ++growing_;
+  if (adopt_held_[index]) ++growing_held_;
+  growing_now_.store(growing_, std::memory_order_relaxed);
+  mu_.Unlock();
+  absl::StatusOr<Built> built = Build(index);
+  mu_.Lock();
+  return PublishLocked(index, std::move(built), Why::kReserve);
+}
+
+absl::Status Arena::RetryAdoptions() {
+  std::vector<std::uint32_t> failed;
+  {
+    MutexLock lock(&mu_);
+    for (std::uint32_t i = 0; i < slots_used_; ++i) {
+      if (slots_[i] == Slot::kAdoptFailed) failed.push_back(i);
+    }
+  }
+  absl::Status first;
+  for (std::uint32_t i : failed) {
+    if (absl::Status s = RetryAdoption(i); !s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+std::size_t Arena::failed_adoptions() const {
+  MutexLock lock(&mu_);
+  return adopt_failed_;
 }
 
 bool Arena::AwaitReady(std::uint32_t index) {

@@ -468,16 +468,14 @@ absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize larg
   return got;
 }
 
-absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile file,
+absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile& file,
                                          bool populate) {
   if (Mmap(Call::kMapAnonymous, at, length, MAP_SHARED | MAP_FIXED, file.fd()) == MAP_FAILED) {
     const int err = errno;
     Rereserve(at, length);
-    const std::string what = file.Describe();
-    file.Disown();
     return absl::ResourceExhaustedError(
-        absl::StrFormat("cannot map an adopted %s chunk (%s): mmap: %s", FormatBytes(length), what,
-                        std::strerror(err)));
+        absl::StrFormat("cannot map an adopted %s chunk (%s): mmap: %s", FormatBytes(length),
+                        file.Describe(), std::strerror(err)));
   }
   // Its pages exist already (they hold the previous owner's data): populating only maps them.
   absl::Status populated = populate ? Populate(at, length) : absl::OkStatus();
@@ -487,10 +485,7 @@ absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile
   const bool populated_small = populate && file.hugetlb_page_bytes() == 0;
   absl::StatusOr<MappedChunk> got =
       populated.ok() ? Finish(at, length, populated_small) : absl::StatusOr<MappedChunk>(populated);
-  if (!got.ok()) {
-    file.Disown();  // an adoption that failed must not take the data's name with it
-    return got;
-  }
+  if (!got.ok()) return got;  // the range is a reservation again; `file` is the caller's still
   got->file = std::move(file);
   counters().chunk_bytes.fetch_add(static_cast<std::int64_t>(length), std::memory_order_relaxed);
   return got;

@@ -229,11 +229,11 @@ absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize larg
 absl::Status CheckHugePagesAvailable(PageSize size, std::size_t bytes, int node);
 // Maps an existing chunk file (one adopted from a previous owner: os/chunk_file.h) over
 // [at, at + length) inside a reservation, MAP_SHARED, marked MADV_DONTFORK, every page faulted in
-// when `populate`, and reads back what backs it; the MappedChunk owns the file. Its contents are
-// kept. On error the range is a reservation again and the file is closed, its name kept
-// (ChunkFile::Disown): a failed adoption never removes the data it could not map. Errors:
-// kResourceExhausted (mmap or populate refused).
-absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile file,
+// when `populate`, and reads back what backs it; the MappedChunk then owns the file (moved from
+// `file`). Its contents are kept. On error the range is a reservation again and `file` is left as
+// it was, the caller's: a failed adoption never loses the data it could not map, and may be tried
+// again. Errors: kResourceExhausted (mmap or populate refused), kInternal (MADV_DONTFORK).
+absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile& file,
                                          bool populate);
 // Maps another process's chunk file (`fd`, checked: chunk_file.h) over [at, at + length) inside
 // a reservation, MAP_SHARED and read-write, nothing else done to it: the view of an attached

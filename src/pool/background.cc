@@ -80,7 +80,17 @@ absl::Status BackgroundWork::AwaitStartup(std::chrono::nanoseconds timeout) cons
 
 void BackgroundWork::FinishStartup() {
   absl::Status s;
-  if (policy_.adopt) s = arena_.AdoptQueued(&stopping_);
+  if (policy_.adopt) {
+    s = arena_.AdoptQueued(&stopping_);
+    // A chunk that failed is kept for another try (its blocks are the predecessor's): a few more,
+    // 10 ms, 100 ms and 1 s apart, before the start-up reports the failure (Claim tries again).
+    auto wait = std::chrono::milliseconds(10);
+    for (int retry = 0; retry < 3 && !s.ok() && arena_.failed_adoptions() != 0; ++retry) {
+      if (!Sleep(std::chrono::steady_clock::now() + wait, false)) break;
+      s = arena_.RetryAdoptions();
+      wait *= 10;
+    }
+  }
   if (s.ok() && policy_.startup_bytes != 0) {
     s = arena_.Reserve(policy_.startup_bytes, nullptr, &stopping_);
   }

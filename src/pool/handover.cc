@@ -84,8 +84,20 @@ absl::Status Pool::HandOver(int socket, std::span<const BlockHandle> live) {
     return absl::FailedPreconditionError("HandOver needs a quiesced pool: call Quiesce first");
   }
   if (sharing_->handed_over.load()) {
-    return absl::FailedPreconditionError(
-        "the pool was handed over already: a pool is handed over once");
+    // Handed over, but the successor may have failed to adopt it (its Adopt returned an error,
+    // or it went away): then no process holds the chunks' ownership locks, and the pool takes its
+    // files back and may be sent again. A successor that adopted holds them.
+    if (!arena_->TakeBackFiles()) {
+      return absl::FailedPreconditionError(
+          "the pool was handed over and a successor adopted it: a pool is adopted once");
+    }
+    sharing_->handed_over.store(false);
+  }
+  if (const std::size_t failed = arena_->failed_adoptions(); failed != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%d adopted chunk(s) of this pool could not be built: Claim a block of each (which tries "
+        "again) before handing the pool over, so that their blocks go with it",
+        failed));
   }
   PINPOOL_RETURN_IF_ERROR(CheckLive(live, *arena_, range_base_));
   // Every chunk or none: a handover missing one would lose its blocks (the successor refuses it).
@@ -175,10 +187,13 @@ absl::StatusOr<Block> Pool::Claim(const BlockHandle& handle) {
         handle.chunk, handle.generation, handle.offset, handle.size));
   }
   if (!arena_->AwaitReady(handle.chunk)) {
-    const absl::Status why = arena_->last_growth_error();
-    return absl::UnavailableError(
-        absl::StrFormat("chunk %d could not be adopted, its blocks are lost: %s", handle.chunk,
-                        why.ok() ? "adoption stopped" : why.message()));
+    // Its adoption failed earlier (the chunk is kept, file and all): once more, on this thread.
+    if (const absl::Status why = arena_->RetryAdoption(handle.chunk); !why.ok()) {
+      return absl::UnavailableError(absl::StrFormat(
+          "chunk %d could not be adopted: %s; its blocks are kept, not lost: Claim again to try "
+          "once more",
+          handle.chunk, why.message()));
+    }
   }
   return Block(reinterpret_cast<void*>(p), live, arena_->ChunkOf(reinterpret_cast<void*>(p)));
 }

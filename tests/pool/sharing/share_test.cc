@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -500,7 +501,6 @@ TEST_P(ShareTest, AHandedOverPoolIsAdoptedWithItsBlocksIntact) {
   EXPECT_EQ(VmPin(), pinned_before);  // nothing registered
   SocketPair s;
   ASSERT_TRUE((*a)->HandOver(s.a.get(), live).ok());
-  EXPECT_EQ((*a)->HandOver(s.a.get(), live).code(), absl::StatusCode::kFailedPrecondition);
   a->reset();  // the predecessor exits before the successor adopts
   if (GetParam() == BackingKind::kFiles) {
     EXPECT_EQ(dir_.files(), chunks);  // names kept
@@ -546,6 +546,36 @@ TEST_P(ShareTest, AHandedOverPoolIsAdoptedWithItsBlocksIntact) {
   EXPECT_GE(all.size(), 16u * 3);
   for (const Block& x : all) (*b)->Deallocate(x);
   (*b)->Deallocate(fresh);
+}
+
+// A successor that fails to adopt (here: options that do not match) leaves the chunks' ownership
+// locks free: the predecessor, still alive, hands the pool over again, every block intact. Once a
+// successor adopted, it holds the locks and the predecessor's next HandOver is refused.
+TEST_P(ShareTest, AHandOverNoSuccessorAdoptedIsSentAgainAndAnAdoptedOneIsNot) {
+  auto a = Pool::Create(Opts());
+  ASSERT_TRUE(a.ok()) << a.status();
+  Filled f = FillPool(**a, 12);
+  ASSERT_TRUE((*a)->Quiesce().ok());
+  SocketPair first;
+  ASSERT_TRUE((*a)->HandOver(first.a.get(), f.live).ok());
+  PoolOptions wrong = Opts();
+  wrong.chunk_size = 2 * kMiB;
+  EXPECT_FALSE(Pool::Adopt(wrong, first.b.get()).ok());
+  SocketPair second;
+  ASSERT_TRUE((*a)->HandOver(second.a.get(), f.live).ok()) << "no successor adopted the pool";
+  auto b = Pool::Adopt(Opts(), second.b.get());
+  ASSERT_TRUE(b.ok()) << b.status();
+  SocketPair third;
+  const absl::Status again = (*a)->HandOver(third.a.get(), f.live);
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition) << again;
+  EXPECT_NE(again.message().find("adopted"), std::string::npos) << again;
+  a->reset();
+  for (std::size_t i = 0; i < f.live.size(); ++i) {
+    absl::StatusOr<Block> block = (*b)->Claim(f.live[i]);
+    ASSERT_TRUE(block.ok()) << block.status();
+    EXPECT_TRUE(Holds(block->data(), block->size(), static_cast<unsigned>(i))) << i;
+    (*b)->Deallocate(*block);
+  }
 }
 
 // An adopted chunk of small pages is read back from its own page tables (PAGEMAP_SCAN), not from
@@ -598,6 +628,38 @@ HandedOver HandOverNewPool(const PoolOptions& options, std::size_t blocks = 5) {
   EXPECT_TRUE((*a)->HandOver(s.a.get(), h.live).ok());
   h.socket = std::move(s.b);
   return h;
+}
+
+// A chunk whose adoption fails once the successor owns it (its mapping refused, here until the
+// fault is lifted) is kept, file and all: the start-up reports the failure, Claim says the block
+// is kept, and a Claim after the cause is gone builds the chunk and returns the block intact.
+std::atomic<bool> refuse_adopted_mappings{false};
+TEST_P(ShareTest, AChunkWhoseAdoptionFailsIsKeptAndClaimBuildsItAgain) {
+  HandedOver h = HandOverNewPool(Opts(), 8);
+  refuse_adopted_mappings = true;
+  const internal::os::FaultHook previous =
+      internal::os::SetFaultHook([](internal::os::Call call, std::size_t) {
+        return call == internal::os::Call::kMapAnonymous && refuse_adopted_mappings.load() ? ENOMEM
+                                                                                           : 0;
+      });
+  PoolOptions o = Opts();
+  o.initial_size = 0;
+  auto b = Pool::Adopt(o, h.socket.get());
+  ASSERT_TRUE(b.ok()) << b.status();
+  const absl::Status startup = (*b)->AwaitInitialSize(std::chrono::seconds(30));
+  EXPECT_EQ(startup.code(), absl::StatusCode::kResourceExhausted) << startup;
+  absl::StatusOr<Block> kept = (*b)->Claim(h.live[0]);
+  EXPECT_EQ(kept.status().code(), absl::StatusCode::kUnavailable) << kept.status();
+  EXPECT_NE(kept.status().message().find("kept"), std::string::npos) << kept.status();
+  refuse_adopted_mappings = false;
+  internal::os::SetFaultHook(previous);
+  for (std::size_t i = 0; i < h.live.size(); ++i) {
+    absl::StatusOr<Block> block = (*b)->Claim(h.live[i]);
+    ASSERT_TRUE(block.ok()) << block.status();
+    EXPECT_TRUE(Holds(block->data(), block->size(), static_cast<unsigned>(i))) << i;
+    (*b)->Deallocate(*block);
+  }
+  EXPECT_EQ((*b)->GetStats().sharing.reclaimed_live_blocks, 0u);
 }
 
 // Adopt fails with `code`, saying `says`, and leaves nothing registered, mapped or removed.
