@@ -208,6 +208,9 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::Grant(const Block& block, s
     grant = s_.mechanism == GrantMechanism::kWindow ? GrantWindowLocked(lock, r, chunk_mr, rights)
                                                     : GrantRegionLocked(lock, r, rights);
     if (!grant.ok()) {
+      // No grant: the slot goes back empty (an id left in it would make RevokeAllLocked end a
+      // grant that never was, with no window or region).
+      r = Record{};
       free_slots_.push_back(slot);
       return grant.status();
     }
