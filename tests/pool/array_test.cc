@@ -313,7 +313,7 @@ TEST(ArrayTest, BadInputIsAClearErrorAndLeavesNothingMappedOrRegistered) {
       {2, kChunk + 1, 1, absl::StatusCode::kInvalidArgument, "larger than the pool's chunk"},
       {SIZE_MAX / 2, 4096, 4096, absl::StatusCode::kInvalidArgument, "overflows"},
       {SIZE_MAX / 4096 + 1, 4096, 1, absl::StatusCode::kInvalidArgument, "overflows"},
-      // count x stride fits, its whole chunks do not (issue 43: the chunk count wrapped to 0 and
+      // count x stride fits, its whole chunks do not (before: the chunk count wrapped to 0 and
       // an array of no memory and 2^64-1 elements came back).
       {SIZE_MAX, 1, 1, absl::StatusCode::kInvalidArgument, "overflows"},
       {SIZE_MAX - 1, 1, 1, absl::StatusCode::kInvalidArgument, "overflows"},
@@ -358,7 +358,7 @@ TEST(ArrayTest, AFailureHalfWayGivesBackEveryChunkAndUnmapsWhatItMapped) {
 }
 
 // Chunks the heap holds idle (every block freed) are the pool's own: an array that needs them is
-// served, as it is after Trim (issue 43: it was refused, "the pool's budget ... is used up", with
+// served, as it is after Trim (before: it was refused, "the pool's budget ... is used up", with
 // nothing live).
 TEST(ArrayTest, AnArrayTakesBackTheChunksTheHeapHoldsIdle) {
   auto d = std::make_shared<CountingDomain>();

@@ -178,7 +178,7 @@ TEST(MetricsTest, TheMetricsSocketServesTheRunningPoolsScrape) {
 }
 
 
-// A call that fails leaves the socket already serving as it was (issue 43: it stopped the first
+// A call that fails leaves the socket already serving as it was (before: it stopped the first
 // server before trying the second path); the same path again keeps serving.
 TEST(MetricsTest, AFailedServeMetricsLeavesThePreviousServerServing) {
   auto pool = MakePool(std::make_shared<CountingDomain>("fake"));

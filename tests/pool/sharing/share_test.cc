@@ -390,7 +390,7 @@ Filled FillPool(Pool& pool, std::size_t count) {
 
 // A slot trimmed and grown again holds another chunk (another file): an attached process that
 // mapped the old one gets the new one at its next Update, and a handle of either chunk never maps
-// the other (issue 43: Update skipped every slot it had mapped, so the new block's handle mapped
+// the other (before: Update skipped every slot it had mapped, so the new block's handle mapped
 // the trimmed chunk's file, whose bytes the owner no longer sees).
 TEST_P(ShareTest, ASlotTrimmedAndGrownAgainReachesAnAttachedProcessAsItsNewChunk) {
   auto pool = Pool::Create(Opts());
@@ -438,7 +438,7 @@ TEST_P(ShareTest, ASlotTrimmedAndGrownAgainReachesAnAttachedProcessAsItsNewChunk
 
 // Descriptors running out while a pool is sent (RLIMIT_NOFILE just above what is open): Share and
 // HandOver fail saying so rather than send part of the pool, and the failed handover leaves the
-// pool able to hand over again, every block intact (issue 43: both skipped the chunks whose dup
+// pool able to hand over again, every block intact (before: both skipped the chunks whose dup
 // failed and said OK; the successor then refused the handover and every block was lost).
 TEST_P(ShareTest, RunningOutOfDescriptorsFailsShareAndHandOverAndTheHandOverCanBeRepeated) {
   PoolOptions o = Opts();
@@ -954,7 +954,7 @@ TEST(ShareAdoptBad, ForgedHandoversAreRefusedWithNothingLeftBehind) {
 }
 
 // A successor refused by RLIMIT_MEMLOCK names what the adoption needs: every handed-over chunk
-// pinned (issue 43: it said "pinning 12 MiB more" for a 24 MiB pool, the chunks it had claimed when
+// pinned (before: it said "pinning 12 MiB more" for a 24 MiB pool, the chunks it had claimed when
 // the third one met the limit).
 int successor_socket = -1;
 TEST(ShareLimits, ASuccessorRefusedByTheMemlockLimitNamesTheWholeHandover) {
