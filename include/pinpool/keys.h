@@ -104,7 +104,12 @@ inline constexpr std::size_t kMaxDomains = 8;
 struct ChunkInfo {
   std::uintptr_t base = 0;
   std::size_t size = 0;
-  std::uint32_t index = 0;             // position in the pool's reserved range
+  std::uint32_t index = 0;  // position in the pool's reserved range
+  // Which chunk of its position this is: 1 for the first published there, one more for each
+  // after it (a position trimmed and grown again holds another chunk), kept across a handover.
+  // Never 0. What a BlockHandle carries so that it names this chunk and no other
+  // (pinpool/share.h).
+  std::uint32_t generation = 0;
   PageSize page_size = PageSize::k4K;  // what the kernel actually gave (verified, not assumed)
   std::size_t huge_bytes = 0;  // bytes backed by huge pages (all of it unless THP fell short)
   std::uint32_t domain_count = 0;

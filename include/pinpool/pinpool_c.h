@@ -131,7 +131,7 @@ typedef struct pinpool_array_run {
  * stores NULL, leaves nothing mapped or registered behind, returns a negative errno code and
  * writes the reason to errbuf (as pinpool_create):
  *   -EINVAL  count 0, element_size 0, a bad alignment, an element larger than the chunk size,
- *            count x stride overflowing
+ *            count x stride, or the whole chunks it spans, overflowing
  *   -ENOMEM  more than the budget holds, or growth met a limit (the message names it)
  *   -EIO     anything else (the message says what) */
 PINPOOL_EXPORT int pinpool_array_alloc(pinpool_pool_t* pool, size_t count, size_t element_size,

@@ -176,7 +176,8 @@ class PINPOOL_EXPORT Pool {
   // max_block_size()), else whole chunks of the default class. Its contents are unspecified, as
   // a block's. Not the fast path: it may grow the pool (a registration per chunk).
   // Errors: kInvalidArgument (count 0, element_size 0, an alignment that is not a power of two or
-  // is larger than the element, an element larger than chunk_size(), count x stride overflowing),
+  // is larger than the element, an element larger than chunk_size(), count x stride or the whole
+  // chunks the array spans overflowing),
   // kResourceExhausted (more chunks than the budget holds, or the budget, a class's reservations
   // or a ceiling met while growing), or the growth error; on any error nothing it took stays
   // taken, and chunks it mapped are unmapped again.
@@ -275,7 +276,9 @@ class PINPOOL_EXPORT Pool {
   // Serves the pool's metrics to other processes: a Unix socket at `socket_path` (mode 0600,
   // removed when serving stops) answers each connection with GetStats().ToOpenMetrics() and
   // closes it; `pinpool-info --metrics PATH` reads it. Off unless called; one socket per pool
-  // (a second call replaces the first). For an HTTP endpoint of the application's own, serve
+  // (a second call with another path replaces the first once the new socket serves; the same
+  // path again is OK and changes nothing; a call that fails leaves the first serving). For an
+  // HTTP endpoint of the application's own, serve
   // GetStats().ToOpenMetrics() instead. Errors: kInvalidArgument (path too long),
   // kAlreadyExists (another process listens there, or the path is not a socket),
   // kPermissionDenied, kInternal.
@@ -293,8 +296,10 @@ class PINPOOL_EXPORT Pool {
   // Sends every chunk's descriptor and the pool's description on `socket` (a connected Unix stream
   // socket) for the process at the other end to map (Attachment::Receive; call again after the
   // pool grew: Attachment::Update). The pool watches that socket: the process counts as attached
-  // (PoolStats::sharing) until its end closes. Errors: kUnavailable (the peer is gone),
-  // kInvalidArgument (not a socket), kFailedPrecondition (see above; or quiesced).
+  // (PoolStats::sharing) until its end closes. All or nothing: every chunk's descriptor is
+  // duplicated before anything is sent. Errors: kUnavailable (the peer is gone),
+  // kInvalidArgument (not a socket), kFailedPrecondition (see above; or quiesced),
+  // kResourceExhausted (this process's descriptor limit: sending needs one more per chunk).
   absl::Status Share(int socket);
 
   // Warm restart, first step: ends every registration of the pool so that no device can reach its
@@ -308,10 +313,15 @@ class PINPOOL_EXPORT Pool {
   // Second step: sends the pool (its chunks' descriptors and description, with `live`, the blocks
   // the successor's application needs back) on `socket` to the successor (Pool::Adopt). The
   // chunks' files belong to the successor afterwards: this pool's destruction keeps them (a
-  // directory's files are not removed) and this process must not touch the memory again. Once per
-  // pool. Errors: kFailedPrecondition (not quiesced, or handed over already), kInvalidArgument (a
+  // directory's files are not removed) and this process must not touch the memory again. Keep the
+  // pool until the successor's Adopt returned OK (the application's protocol says so): when it
+  // failed, or the successor went away, no process owns the chunks and HandOver may be called
+  // again (on a new socket); once a successor adopted them, HandOver is refused. Errors:
+  // kFailedPrecondition (not quiesced; adopted by a successor already; an adopted chunk of this
+  // pool still to be built, see Claim), kInvalidArgument (a
   // handle outside the pool's chunks, or overlapping another), kUnavailable (the successor is
-  // gone: the pool is as before the call and may be handed over again).
+  // gone) or kResourceExhausted (the descriptor limit, before anything is sent): after either the
+  // pool is as before the call and may be handed over again.
   absl::Status HandOver(int socket, std::span<const BlockHandle> live);
   // The successor's side: receives a handed-over pool on `socket` and creates a pool of `options`
   // over the same chunks, each in the position it had, its contents intact. Returns once the
@@ -322,13 +332,17 @@ class PINPOOL_EXPORT Pool {
   // registered. The handed-over blocks are live blocks of the new pool (Claim). `options` must
   // match what was handed over: the same backing kind, chunk_size, a budget that holds every
   // adopted chunk's position, no named classes (kInvalidArgument saying which, or
-  // kFailedPrecondition for a pool another process adopted already). Errors leave nothing
-  // mapped or registered, and every file with its name.
+  // kFailedPrecondition for a pool another process adopted already); kResourceExhausted when
+  // RLIMIT_MEMLOCK or the memory cgroup cannot take every chunk, or a descriptor, a lock or memory
+  // is short. Errors leave nothing mapped or registered, every file with its name and no
+  // ownership lock taken: the predecessor may hand the pool over again.
   static absl::StatusOr<std::unique_ptr<Pool>> Adopt(PoolOptions options, int socket);
   // A block handed over to this pool (Adopt's `live`): waits until its chunk is registered, then
   // returns it with this pool's keys; free it as any block. The same Block each time until it is
-  // freed. kNotFound when `handle` names no handed-over block that is still live; the error of its
-  // chunk's adoption when that failed (its blocks are lost then).
+  // freed. kNotFound when `handle` names no handed-over block that is still live. An adopted chunk
+  // whose mapping or registration failed (after the start-up's own retries) is kept, file and all:
+  // Claim of one of its blocks builds it again, and returns kUnavailable with the failure when
+  // that fails too (its blocks are kept: Claim again once the cause is gone).
   absl::StatusOr<Block> Claim(const BlockHandle& handle);
   // The handles Adopt received, in the order sent (freed ones included).
   std::vector<BlockHandle> AdoptedBlocks() const;
@@ -420,9 +434,10 @@ class PINPOOL_EXPORT Pool {
   PINPOOL_NO_EXPORT void CheckAlive(const char* what) const noexcept;
   // The background thread (low watermark, trim policy), as the options ask (pool/growth.cc).
   // `start`: when Create began (the start-up times are measured from it).
-  // `adopting`: chunks queued for adoption are built first (Adopt).
-  PINPOOL_NO_EXPORT void StartBackgroundWork(std::chrono::steady_clock::time_point start,
-                                             bool adopting = false);
+  // `adopting`: chunks queued for adoption are built first (Adopt). Fails when the thread cannot
+  // be started.
+  PINPOOL_NO_EXPORT absl::Status StartBackgroundWork(std::chrono::steady_clock::time_point start,
+                                                     bool adopting = false);
 
   static constexpr std::uint64_t kAlive = 0x706f6f6c2d6c6976;      // "pool-liv"
   static constexpr std::uint64_t kDestroyed = 0x706f6f6c2d646561;  // "pool-dea"

@@ -16,6 +16,8 @@
 //    and taken back checked, with the domain's registration counters.
 //  - For grant mechanisms: pinpool/grant_lock.h (GrantLock, GrantHolder), included here. Its
 //    protocol is what keeps a block a peer can still reach from being handed out again.
+//  - Test-only: InjectedProviderFault, the fault-injection seam the provider libraries ask before
+//    each backend call that can fail (pinpool's fault sweeps make every one fail in turn).
 // The Domain contract itself is in pinpool/domain.h.
 //
 // The functions are exported by libpinpool (src/domain/provider.cc, memlock.cc; FormatBytes in
@@ -84,6 +86,23 @@ PINPOOL_EXPORT absl::Status CheckTransferRanges(const char* what, const Block& b
                                                 std::size_t offset, std::size_t length,
                                                 const RemoteRange& remote,
                                                 std::size_t remote_offset, std::size_t domain);
+
+// --- test-only: fault injection ----------------------------------------------------------------
+// pinpool's tests make every call the library makes that can fail fail in turn, through one hook
+// (nothing in pinpool or in an application sets it: it is set by the test programs, which link
+// pinpool's internals). The provider libraries, which see only public headers, ask it here
+// before each backend call that can fail, and take a non-zero answer as that call's failure with
+// that errno (its status: ENOMEM is UCS_ERR_NO_MEMORY, -FI_ENOMEM...). With no hook set it
+// returns 0 at the cost of one relaxed load; never on an allocation path.
+enum class ProviderCall : std::uint8_t {
+  kUcxMap,          // ucp_mem_map of a chunk
+  kUcxPack,         // ucp_rkey_pack of a chunk's rkey
+  kFabricRegister,  // fi_mr_regattr of a chunk or a granted range
+  kFabricBind,      // fi_mr_bind / fi_mr_enable to an endpoint
+  kFabricPost,      // fi_writemsg / fi_readmsg of a transfer
+};
+// 0, or the errno a test's hook chose for this call of `length` bytes.
+PINPOOL_EXPORT int InjectedProviderFault(ProviderCall call, std::size_t length) noexcept;
 
 // What a domain's per-chunk record (the object Keys::handle points to) must have for
 // ChunkHandles: a tag of its own type, set while the chunk is registered and cleared after, and

@@ -6,7 +6,9 @@
 // small versioned description over a connected Unix stream socket; the other process's
 // Attachment::Receive maps them. The owner allocates and frees; it names a block to the attached
 // process by a BlockHandle (Pool::HandleOf), which means the same block in every process that maps
-// the chunks (their addresses differ), and Attachment::Map turns it into this process's address.
+// the chunks (their addresses differ), and Attachment::Map turns it into this process's address:
+// a handle names one chunk (its index and generation), so it never maps another chunk that took
+// the same place after a trim, here or there.
 // An attached process reads and writes the blocks it was handed and nothing else; it cannot
 // allocate, free, register or grant (it has no pool), and its death changes nothing in the owner's
 // pool, its grants or its blocks.
@@ -35,9 +37,13 @@ namespace pinpool {
 PINPOOL_ABI_BEGIN
 
 // A block of a shared pool, named the same way in every process that maps its chunks and across
-// a handover: the chunk's index in the pool, the block's offset in that chunk, and its size.
+// a handover: the chunk's index in the pool, which chunk of that index it is (its generation:
+// ChunkInfo::generation; an index trimmed and grown again holds a chunk of the next generation),
+// the block's offset in that chunk, and its size. Made by Pool::HandleOf; a handle whose
+// generation is not the chunk's maps nothing, anywhere (Attachment::Map, Pool::Claim).
 struct BlockHandle {
   std::uint32_t chunk = 0;
+  std::uint32_t generation = 0;
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
   friend bool operator==(const BlockHandle&, const BlockHandle&) = default;
@@ -60,13 +66,21 @@ class PINPOOL_EXPORT Attachment {
   Attachment(const Attachment&) = delete;
   Attachment& operator=(const Attachment&) = delete;
 
-  // Receives a later Pool::Share of the same pool on `socket` and maps the chunks it did not
-  // have (those the owner added since). kInvalidArgument when the message is of another pool.
+  // Receives a later Pool::Share of the same pool on `socket` and makes the chunks mapped here
+  // the ones it names: maps those the owner added since, maps the chunk the owner put in place of
+  // one it trimmed (the same index, another generation) over the old one's view, and unmaps the
+  // chunks the owner no longer has (trimmed, given back): addresses Map returned in those fault
+  // from then on (the owner trims a chunk only when no block lies in it). Whatever it returns,
+  // every chunk mapped here afterwards is one the share named; on error some it named may be
+  // missing (kNotFound from Map) until the next Update. Errors: kInvalidArgument when the message
+  // is of another pool or does not add up, kUnavailable (the owner gone), kResourceExhausted
+  // (mappings refused).
   absl::Status Update(int socket);
 
-  // This process's address of the block `handle` names, and its size. kNotFound when its chunk
-  // is not mapped here (added since: Update), kOutOfRange when the block does not lie inside
-  // one chunk.
+  // This process's address of the block `handle` names, and its size. kNotFound when the chunk it
+  // names is not mapped here: not yet (the owner added it, or put it in place of a trimmed one,
+  // after the last share this process received: Update), or no longer (the owner trimmed it; the
+  // handle's block is gone). kOutOfRange when the block does not lie inside one chunk.
   absl::StatusOr<std::span<std::byte>> Map(const BlockHandle& handle) const;
 
   const PoolId& pool_id() const noexcept;

@@ -234,45 +234,48 @@ void AddSharing(py::module_& m) {
   py::class_<HandleValue>(m, "BlockHandle",
                           "A block of a shared pool, named the same way in every process that "
                           "maps its chunks and across a handover: the pool's id, the chunk's "
-                          "index, the block's offset in it and its size. It pickles, so it can "
+                          "index and generation, the block's offset in it and its size. It pickles, so it can "
                           "be sent to a multiprocessing worker, which maps it with its "
                           "Attachment (Attachment.map) and writes the block in place.")
-      .def(py::init([](py::bytes pool_id, std::uint32_t chunk, std::uint64_t offset,
-                       std::uint64_t size) {
+      .def(py::init([](py::bytes pool_id, std::uint32_t chunk, std::uint32_t generation,
+                       std::uint64_t offset, std::uint64_t size) {
              std::string id = pool_id;
              if (id.size() != sizeof(PoolId)) {
                Throw(absl::StatusCode::kInvalidArgument,
                      absl::StrFormat("pool_id: %u bytes, not %u", id.size(), sizeof(PoolId)));
              }
-             return HandleValue{std::move(id), BlockHandle{chunk, offset, size}};
+             return HandleValue{std::move(id), BlockHandle{chunk, generation, offset, size}};
            }),
-           py::arg("pool_id"), py::arg("chunk"), py::arg("offset"), py::arg("size"))
+           py::arg("pool_id"), py::arg("chunk"), py::arg("generation"), py::arg("offset"),
+           py::arg("size"))
       .def_property_readonly("pool_id", [](const HandleValue& h) { return py::bytes(h.pool_id); })
       .def_property_readonly("chunk", [](const HandleValue& h) { return h.handle.chunk; })
+      .def_property_readonly("generation",
+                             [](const HandleValue& h) { return h.handle.generation; })
       .def_property_readonly("offset", [](const HandleValue& h) { return h.handle.offset; })
       .def_property_readonly("size", [](const HandleValue& h) { return h.handle.size; })
       .def(py::self == py::self)
       .def("__hash__",
            [](const HandleValue& h) {
-             return py::hash(py::make_tuple(py::bytes(h.pool_id), h.handle.chunk, h.handle.offset,
-                                            h.handle.size));
+             return py::hash(py::make_tuple(py::bytes(h.pool_id), h.handle.chunk,
+                                            h.handle.generation, h.handle.offset, h.handle.size));
            })
       .def("__repr__",
            [](const HandleValue& h) {
-             return absl::StrFormat("BlockHandle(pool=%s, chunk=%u, offset=%u, size=%u)",
-                                    Hex(h.pool_id).substr(0, 8), h.handle.chunk, h.handle.offset,
-                                    h.handle.size);
+             return absl::StrFormat("BlockHandle(pool=%s, chunk=%u, generation=%u, offset=%u, size=%u)",
+                                    Hex(h.pool_id).substr(0, 8), h.handle.chunk,
+                                    h.handle.generation, h.handle.offset, h.handle.size);
            })
       .def(py::pickle(
           [](const HandleValue& h) {
-            return py::make_tuple(py::bytes(h.pool_id), h.handle.chunk, h.handle.offset,
-                                  h.handle.size);
+            return py::make_tuple(py::bytes(h.pool_id), h.handle.chunk, h.handle.generation,
+                                  h.handle.offset, h.handle.size);
           },
           [](py::tuple t) {
-            if (t.size() != 4) throw py::value_error("a BlockHandle pickles as 4 fields");
+            if (t.size() != 5) throw py::value_error("a BlockHandle pickles as 5 fields");
             return HandleValue{t[0].cast<std::string>(),
-                               BlockHandle{t[1].cast<std::uint32_t>(), t[2].cast<std::uint64_t>(),
-                                           t[3].cast<std::uint64_t>()}};
+                               BlockHandle{t[1].cast<std::uint32_t>(), t[2].cast<std::uint32_t>(),
+                                           t[3].cast<std::uint64_t>(), t[4].cast<std::uint64_t>()}};
           }));
 
   py::class_<AttachmentObject> attachment_class(

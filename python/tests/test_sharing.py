@@ -38,7 +38,19 @@ def test_handles_pickle(shared_pool):
         again = pickle.loads(pickle.dumps(h))
         assert again == h and again.size == 100 and again.pool_id == shared_pool.id
         assert (h.chunk, h.offset) == (b.chunk, b.address - shared_pool.lookup(b.address).keys[0].base)
-        assert "BlockHandle" in repr(h)
+        assert "BlockHandle" in repr(h) and f"generation={h.generation}" in repr(h)
+
+
+def test_a_handle_of_another_generation_maps_nothing(shared_pool):
+    with shared_pool.allocate(100) as b, pinpool.ShareServer(shared_pool) as server:
+        att = pinpool.Attachment.connect(server.path)
+        h = b.handle
+        assert att.map(h).size == 100
+        stale = pinpool.BlockHandle(h.pool_id, h.chunk, h.generation + 1, h.offset, h.size)
+        assert stale != h
+        with pytest.raises(pinpool.NotFoundError):
+            att.map(stale)
+        att.close()
 
 
 def test_an_attachment_follows_the_pool_as_it_grows(shared_pool):

@@ -61,6 +61,7 @@ Arena::Arena(ArenaConfig config, os::Range range)
       files_(max_chunks_),
       adopting_(max_chunks_),
       adopt_held_(max_chunks_, false),
+      generations_(max_chunks_, 0),
       file_prefix_(NextFilePrefix()),
       domain_counters_(config_.domains.size()) {
   for (std::size_t d = 0; d < config_.domains.size(); ++d) {
@@ -94,11 +95,20 @@ Arena::~Arena() {
   }
   os::Release(range_, chunk_bytes);  // unmaps every chunk with the reservation
   // Only now, with nothing mapped or registered any more: close the chunks' files (and unlink
-  // those in a directory, unless a successor owns them now).
+  // those in a directory, unless a successor owns them now). An adoption that never succeeded
+  // keeps its file's name: the data is the predecessor's blocks.
   for (os::ChunkFile& f : files_) handed_over_ ? f.Disown() : f.Close();
+  for (os::ChunkFile& f : adopting_) f.Disown();
+}
+
+std::uint32_t Arena::NextGenerationLocked(std::uint32_t index) {
+  std::uint32_t& g = generations_[index];
+  g = g == UINT32_MAX ? 1 : g + 1;
+  return g;
 }
 
 void Arena::DropClaimLocked(std::uint32_t index) {
+  NextGenerationLocked(index);  // an adoption's generation is not given to a later chunk
   slots_[index] = Slot::kEmpty;
   --growing_;
   if (adopt_held_[index]) --growing_held_;
@@ -222,18 +232,27 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
     adopted = std::move(adopting_[index]);
   }
   const bool adopting = adopted.fd() >= 0;
-  // On any error below, `mapped` (and its file) dies after the chunk is unmapped; an adopted
-  // file keeps its name (its data is the predecessor's).
-  PINPOOL_ASSIGN_OR_RETURN(
-      os::MappedChunk mapped,
-      adopting ? os::MapChunkFile(at, size, std::move(adopted), config_.populate)
+  // On any error below a new chunk's file dies with `mapped`, after the chunk is unmapped; an
+  // adopted one goes back where it was (PublishLocked keeps it for another try: its data is the
+  // blocks the predecessor handed over).
+  const auto keep_adopted = [&](os::ChunkFile file) {
+    MutexLock lock(&mu_);
+    adopting_[index] = std::move(file);
+  };
+  absl::StatusOr<os::MappedChunk> got =
+      adopting ? os::MapChunkFile(at, size, adopted, config_.populate)
                : os::MapChunk(at, size, config_.page_size, config_.require_page_size,
-                              config_.populate, config_.numa_node, backing));
+                              config_.populate, config_.numa_node, backing);
+  if (!got.ok()) {
+    if (adopting) keep_adopted(std::move(adopted));
+    return got.status();
+  }
+  os::MappedChunk& mapped = *got;
   c.page_size = mapped.page_size;
   c.huge_bytes = mapped.huge_bytes;
   if (absl::Status s = RegisterAll(c, built.seconds); !s.ok()) {
     os::UnmapChunk(at, size);
-    if (adopting) mapped.file.Disown();
+    if (adopting) keep_adopted(std::move(mapped.file));
     return s;
   }
   if (config_.numa_node >= 0 && !adopting) {  // an adopted chunk's pages are where they were
@@ -275,13 +294,23 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   growing_now_.store(growing_, std::memory_order_relaxed);
   chunk_done_.NotifyAll();
   if (!built.ok()) {
-    slots_[index] = Slot::kEmpty;
+    if (adopting_[index].fd() >= 0) {
+      // An adopted chunk Build could not map or register: parked with its file, its generation
+      // and whether it holds blocks, for RetryAdoption. Its blocks are not lost.
+      slots_[index] = Slot::kAdoptFailed;
+      adopt_held_[index] = held;
+      ++adopt_failed_;
+    } else {
+      NextGenerationLocked(index);  // taken: the next chunk here is another one
+      slots_[index] = Slot::kEmpty;
+    }
     slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
     ++growth_failures_;
     last_growth_error_ = built.status();
     return built.status();
   }
   ChunkInfo* c = built->chunk.get();
+  c->generation = NextGenerationLocked(index);  // before the record is published below
   growth_latency_.RecordSeconds(built->build_seconds);
   for (std::size_t d = 0; d < c->domain_count; ++d) {
     ArenaStats::DomainCounters& dc = domain_counters_[d];
@@ -389,13 +418,15 @@ void Arena::ReturnChunk(const void* chunk_base) {
 absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed,
                                        std::size_t workers, Why why,
                                        std::chrono::steady_clock::time_point* first_added,
-                                       const std::atomic<bool>* cancel, std::size_t* added) {
+                                       const std::atomic<bool>* cancel, std::size_t* added,
+                                       bool keep_going) {
   std::vector<absl::Status> errors;
   std::size_t published = 0;
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   const auto stop = [&] {
-    return failed.load() || (cancel != nullptr && cancel->load(std::memory_order_relaxed));
+    return (failed.load() && !keep_going) ||
+           (cancel != nullptr && cancel->load(std::memory_order_relaxed));
   };
   const auto work = [&](bool on_node) {
     if (on_node && config_.numa_node >= 0) os::RunOnNodeCpus(config_.numa_node);
@@ -414,13 +445,15 @@ absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed
   };
   workers = std::min(workers, claimed.size());
   mu_.Unlock();
-  if (workers <= 1) {
-    work(false);  // the caller's thread, whose affinity is the caller's business
-  } else {
-    std::vector<std::thread> threads;
-    for (std::size_t t = 0; t < workers; ++t) threads.emplace_back(work, true);
-    for (std::thread& t : threads) t.join();
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; workers > 1 && t < workers; ++t) {
+    // Fewer workers when the kernel refuses a thread; none: the caller builds them all.
+    absl::StatusOr<std::thread> thread = os::StartThread([&work] { work(true); });
+    if (!thread.ok()) break;
+    threads.push_back(*std::move(thread));
   }
+  if (threads.empty()) work(false);  // the caller's thread, whose affinity is its business
+  for (std::thread& t : threads) t.join();
   mu_.Lock();
   for (std::size_t i = std::min(next.load(), claimed.size()); i < claimed.size(); ++i) {
     DropClaimLocked(claimed[i]);

@@ -70,6 +70,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "os/cgroup.h"
+#include "os/fd_passing.h"
 #include "os/os.h"
 #include "pinpool/domain.h"
 #include "pinpool/keys.h"
@@ -236,14 +237,16 @@ class Arena {
   // --- sharing and handover (handover.cc) --------------------------------------------------------
   struct SharedChunk {
     std::uint32_t index = 0;
-    int fd = -1;       // a duplicate, the caller's to close
+    os::UniqueFd fd;   // a duplicate, closed with the SharedChunk
     std::string path;  // a directory's file; empty for a memfd
     bool sealed = false;
     std::size_t hugetlb_page_bytes = 0;
+    std::uint32_t generation = 0;  // ChunkInfo::generation
   };
   // Every ready chunk's file, duplicated under the lock (a trim cannot close it under the caller).
-  // Empty for anonymous chunks.
-  std::vector<SharedChunk> SharedChunks() const;
+  // Empty for anonymous chunks. A duplication that fails fails the whole list, with nothing left
+  // open: kResourceExhausted at the descriptor limit (EMFILE, ENFILE), kInternal otherwise.
+  absl::StatusOr<std::vector<SharedChunk>> SharedChunks() const;
   // Waits for chunks in flight, deregisters every ready chunk from every domain, and refuses all
   // growth (kFailedPrecondition) and trim from then on. Idempotent.
   void Quiesce();
@@ -251,19 +254,34 @@ class Arena {
   // will close their descriptors but keep their names (the successor owns them). `false` undoes
   // it (the handover failed): the locks are taken again.
   void HandOverFiles(bool handed_over);
+  // After HandOverFiles(true): takes every ownership lock back, and the files with them, when no
+  // successor holds one (it did not adopt the pool: its Adopt failed, or it is gone); true then.
+  // False, with nothing taken, when one is held: a successor owns the chunks.
+  bool TakeBackFiles();
   struct AdoptedChunk {
     std::uint32_t index = 0;
-    os::ChunkFile file;  // adopted (os::AdoptChunkFile): this process's own, locked
-    bool held = false;   // holds live blocks: published all carved, until ReturnChunk
+    std::uint32_t generation = 1;  // the predecessor's ChunkInfo::generation: kept
+    os::ChunkFile file;            // adopted (os::AdoptChunkFile): this process's own, locked
+    bool held = false;             // holds live blocks: published all carved, until ReturnChunk
   };
   // Claims each chunk's slot now (it must be empty; the budget, RLIMIT_MEMLOCK and the cgroup are
-  // checked as for growth) and parks its file; AdoptQueued builds them. On error nothing is
-  // claimed and the files are disowned (their names kept).
+  // checked as for growth) and parks its file; AdoptQueued builds them, each published with the
+  // generation it had. On error nothing is claimed and the files are disowned (their names kept).
   absl::Status QueueAdoption(std::vector<AdoptedChunk> chunks);
   // Maps and registers the queued chunks, in slot order, on up to reserve_threads workers (as
-  // Reserve). A chunk that fails leaves its slot empty and its file's name in place; the first
-  // error is returned (and kept in last_growth_error). `cancel` as for Reserve.
+  // Reserve); one that fails does not stop the others. A chunk that fails is kept, its file
+  // open and its slot taken (nothing else grows there), for RetryAdoption: the blocks it holds
+  // are not lost to a passing failure. The first error is returned (and kept in
+  // last_growth_error). `cancel` as for Reserve.
   absl::Status AdoptQueued(const std::atomic<bool>* cancel = nullptr);
+  // Builds the adopted chunk of slot `index` again if its adoption failed; waits if it is being
+  // built. OK once it is ready; its failure again (the chunk still kept); kFailedPrecondition when
+  // the slot holds no adopted chunk (never handed over, or given back).
+  absl::Status RetryAdoption(std::uint32_t index);
+  // RetryAdoption of every adopted chunk that failed, in slot order; the first error.
+  absl::Status RetryAdoptions();
+  // Adopted chunks whose build failed and that are kept for another try.
+  std::size_t failed_adoptions() const;
   // Waits while slot `index` is being built: true once it is ready.
   bool AwaitReady(std::uint32_t index);
   // Giving a chunk back because its backing must go (give_back.cc; docs/backing.md): in two steps,
@@ -305,7 +323,16 @@ class Arena {
 
  private:
   // kGivingBack: withdrawn, still mapped and registered; kGivenBack: unmapped, never reused.
-  enum class Slot : std::uint8_t { kEmpty, kGrowing, kReady, kTrimming, kGivingBack, kGivenBack };
+  // kAdoptFailed: an adopted chunk whose build failed, its file kept in adopting_ (RetryAdoption).
+  enum class Slot : std::uint8_t {
+    kEmpty,
+    kGrowing,
+    kReady,
+    kTrimming,
+    kGivingBack,
+    kGivenBack,
+    kAdoptFailed
+  };
   // Why a chunk is added (stats).
   enum class Why : std::uint8_t { kReserve, kAllocation, kBackground };
   // A chunk built outside the lock, waiting to be published.
@@ -327,31 +354,38 @@ class Arena {
   absl::StatusOr<Built> Build(std::uint32_t index) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RegisterAll(ChunkInfo& chunk, double* seconds) ABSL_LOCKS_EXCLUDED(mu_);
   // Makes slot `index` ready (or empty again, on error, which is counted and kept) and wakes
-  // whoever waits for a chunk in flight.
+  // whoever waits for a chunk in flight. Either way the slot's next generation is taken (the
+  // chunk's, when it is published).
   absl::Status PublishLocked(std::uint32_t index, absl::StatusOr<Built> built, Why why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK when RLIMIT_MEMLOCK and the memory cgroup leave room for `n` adopted chunks on top of those
+  // in flight; else their error, naming the adoption's figures (QueueAdoption).
+  absl::Status CheckAdoptionHeadroomLocked(std::size_t n) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives back the claim on slot `index`, never built (growth stopped, adoption refused or
   // abandoned): the slot empty again, an adopted file's name kept. The caller updates the
   // lock-free copies of the counts.
   void DropClaimLocked(std::uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The next generation of slot `index` (never 0, wrapping past 2^32 - 1 to 1), now taken.
+  std::uint32_t NextGenerationLocked(std::uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Claim, build, publish: one chunk, on the calling thread.
   absl::Status GrowOne(Why why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Builds and publishes the claimed slots on up to `workers` threads (1: this one), taken in
-  // order; after a failure, or once `*cancel` is set, none takes another and the rest are released
-  // unbuilt. Returns the first error (kCancelled when cancelled); `added` counts the chunks
-  // published. Lets go of `mu_` while building.
+  // order; after a failure (unless `keep_going`), or once `*cancel` is set, none takes another and
+  // the rest are released unbuilt. Returns the first error (kCancelled when cancelled); `added`
+  // counts the chunks published. Lets go of `mu_` while building.
   absl::Status BuildClaimedLocked(const std::vector<std::uint32_t>& claimed, std::size_t workers,
                                   Why why, std::chrono::steady_clock::time_point* first_added,
-                                  const std::atomic<bool>* cancel, std::size_t* added)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                  const std::atomic<bool>* cancel, std::size_t* added,
+                                  bool keep_going = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void* CarveLocked(std::size_t size, std::size_t alignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool BelowWatermarkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The room the keeper aims at: low_watermark plus the extra room (0 when the watermark is off).
   std::size_t RoomTarget() const noexcept;
   std::size_t DomainsThatPin(Pinning kind) const noexcept;
-  // Slots in use: ready, being built, being trimmed, or withdrawn for good (given back).
+  // Slots in use: ready, being built, being trimmed, withdrawn for good (given back), or holding
+  // an adoption to try again.
   std::size_t SlotsTakenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return ready_ + growing_ + trimming_ + withdrawn_count_;
+    return ready_ + growing_ + trimming_ + withdrawn_count_ + adopt_failed_;
   }
   // Bytes the memory cgroup is charged for one chunk: all of it when it is populated or pinned
   // (pinning faults every page in), unless the chunk must be hugetlb pages (charged to the
@@ -402,7 +436,10 @@ class Arena {
   std::vector<os::ChunkFile> adopting_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> adopt_held_ ABSL_GUARDED_BY(mu_);
   std::vector<std::uint32_t> queued_ ABSL_GUARDED_BY(mu_);  // slots QueueAdoption claimed
-  std::size_t growing_held_ ABSL_GUARDED_BY(mu_) = 0;       // of growing_: held adoptions
+  // By slot: the generation last given to a chunk there (ChunkInfo::generation); every claim of
+  // the slot that ends, published or not, takes the next, so none is ever given twice.
+  std::vector<std::uint32_t> generations_ ABSL_GUARDED_BY(mu_);
+  std::size_t growing_held_ ABSL_GUARDED_BY(mu_) = 0;  // of growing_: held adoptions
   bool quiesced_ ABSL_GUARDED_BY(mu_) = false;
   bool registrations_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool handed_over_ ABSL_GUARDED_BY(mu_) = false;
@@ -412,6 +449,7 @@ class Arena {
   std::size_t growing_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t trimming_ ABSL_GUARDED_BY(mu_) = 0;
   std::size_t withdrawn_count_ ABSL_GUARDED_BY(mu_) = 0;  // slots kGivingBack or kGivenBack
+  std::size_t adopt_failed_ ABSL_GUARDED_BY(mu_) = 0;     // slots kAdoptFailed
   std::size_t lease_cursor_ ABSL_GUARDED_BY(mu_) = 0;     // where BrokenLeases goes on
   std::size_t uncarved_ ABSL_GUARDED_BY(mu_) = 0;
   // Copies of growing_, ready_ + growing_ + trimming_ + withdrawn_count_ and uncarved_ for

@@ -5,26 +5,46 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "arena/arena.h"
+#include "domain/memlock.h"
 #include "os/chunk_file.h"
 #include "os/lease.h"
+#include "util/bytes.h"
 #include "util/check.h"
 
 namespace pinpool::internal {
 
-std::vector<Arena::SharedChunk> Arena::SharedChunks() const {
+absl::StatusOr<std::vector<Arena::SharedChunk>> Arena::SharedChunks() const {
   MutexLock lock(&mu_);
   std::vector<SharedChunk> out;
   for (std::size_t i = 0; i < slots_used_; ++i) {
     const os::ChunkFile& f = files_[i];
     if (slots_[i] != Slot::kReady || f.fd() < 0) continue;
-    const int dup = ::fcntl(f.fd(), F_DUPFD_CLOEXEC, 0);
-    if (dup < 0) continue;  // EMFILE: the caller finds the chunk missing and says so
-    out.push_back(
-        {static_cast<std::uint32_t>(i), dup, f.path(), f.sealed(), f.hugetlb_page_bytes()});
+    const int injected = os::InjectedFault(os::Call::kDupFd, config_.chunk_size);
+    const int dup = injected != 0 ? -1 : ::fcntl(f.fd(), F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) {
+      // A chunk left out would be a pool sent in part, said to be whole: the descriptors
+      // duplicated so far close with `out`.
+      const int err = injected != 0 ? injected : errno;
+      return absl::Status(
+          err == EMFILE || err == ENFILE ? absl::StatusCode::kResourceExhausted
+                                         : absl::StatusCode::kInternal,
+          absl::StrFormat("duplicating chunk %d's descriptor to send it (%d of the pool's chunks "
+                          "so far): %s (sending a pool needs one more descriptor per chunk for a "
+                          "moment: raise the descriptor limit, ulimit -n)",
+                          i, out.size(), std::strerror(err)));
+    }
+    out.push_back({.index = static_cast<std::uint32_t>(i),
+                   .fd = os::UniqueFd(dup),
+                   .path = f.path(),
+                   .sealed = f.sealed(),
+                   .hugetlb_page_bytes = f.hugetlb_page_bytes(),
+                   .generation = chunks_[i]->generation});
   }
   return out;
 }
@@ -65,13 +85,58 @@ void Arena::HandOverFiles(bool handed_over) {
   }
 }
 
+absl::Status Arena::CheckAdoptionHeadroomLocked(std::size_t n) const {
+  // ClaimLocked checks each chunk with those already claimed; checked here first for all of them,
+  // the error names the adoption's figures (not the few claimed when the limit was met), and what
+  // the successor can change: lowering its budget would not help.
+  const std::size_t size = config_.chunk_size;
+  const std::size_t all = size * (growing_ + n);
+  const char* lower = "the pool handed over (the successor registers every chunk it adopts)";
+  absl::Status s;
+  if (const std::size_t pins = DomainsThatPin(Pinning::kLongTerm),
+      locks = DomainsThatPin(Pinning::kResident) != 0 ? 1 : 0;
+      pins != 0 || locks != 0) {
+    s = CheckMemlockHeadroom(all * pins, all * locks, os::QueryMemlock(), lower);
+  }
+  if (const std::size_t charge = CgroupChargePerChunk();
+      s.ok() && charge != 0 && cgroup_.version != 0) {
+    s = CheckCgroupHeadroom(charge * (growing_ + n), os::ReadMemoryCgroup(cgroup_), lower);
+  }
+  if (s.ok()) return s;
+  return absl::Status(s.code(),
+                      absl::StrFormat("adopting %d chunks of %s (%s): %s", n, FormatBytes(size),
+                                      FormatBytes(n * size), s.message()));
+}
+
+bool Arena::TakeBackFiles() {
+  MutexLock lock(&mu_);
+  if (!handed_over_) return true;
+  std::vector<int> taken;
+  for (os::ChunkFile& f : files_) {
+    if (f.fd() < 0) continue;
+    if (os::LockOwnership(f.fd()) != 0) {
+      for (int fd : taken) os::UnlockOwnership(fd);
+      return false;
+    }
+    taken.push_back(f.fd());
+  }
+  handed_over_ = false;
+  for (os::ChunkFile& f : files_) {
+    if (f.fd() >= 0 && !f.path().empty()) {
+      f.set_leased(os::TakeWriteLease(f.fd(), f.path().c_str()).ok());
+    }
+  }
+  return true;
+}
+
 absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {
   std::sort(chunks.begin(), chunks.end(),
             [](const AdoptedChunk& a, const AdoptedChunk& b) { return a.index < b.index; });
   MutexLock lock(&mu_);
   std::vector<std::uint32_t> claimed;
-  absl::Status error;
+  absl::Status error = CheckAdoptionHeadroomLocked(chunks.size());
   for (const AdoptedChunk& c : chunks) {
+    if (!error.ok()) break;
     absl::StatusOr<std::uint32_t> index = ClaimLocked(c.index);
     if (!index.ok()) {
       error = index.status();
@@ -87,6 +152,9 @@ absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {
     return error;
   }
   for (AdoptedChunk& c : chunks) {
+    // Published with the generation it had: the predecessor's handles name it (PublishLocked
+    // takes the next).
+    generations_[c.index] = c.generation - 1;
     adopting_[c.index] = std::move(c.file);
     adopt_held_[c.index] = c.held;
     if (c.held) ++growing_held_;
@@ -101,7 +169,49 @@ absl::Status Arena::AdoptQueued(const std::atomic<bool>* cancel) {
   if (claimed.empty()) return absl::OkStatus();
   std::size_t added = 0;
   return BuildClaimedLocked(claimed, config_.reserve_threads, Why::kReserve, nullptr, cancel,
-                            &added);
+                            &added, /*keep_going=*/true);
+}
+
+absl::Status Arena::RetryAdoption(std::uint32_t index) {
+  if (index >= max_chunks_) {
+    return absl::FailedPreconditionError(absl::StrFormat("no chunk %d in this pool", index));
+  }
+  MutexLock lock(&mu_);
+  while (slots_[index] == Slot::kGrowing) chunk_done_.Wait(&mu_);
+  if (slots_[index] == Slot::kReady) return absl::OkStatus();
+  if (slots_[index] != Slot::kAdoptFailed) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("chunk %d holds no adopted chunk to build again", index));
+  }
+  slots_[index] = Slot::kGrowing;
+  --adopt_failed_;
+  ++growing_;
+  if (adopt_held_[index]) ++growing_held_;
+  growing_now_.store(growing_, std::memory_order_relaxed);
+  mu_.Unlock();
+  absl::StatusOr<Built> built = Build(index);
+  mu_.Lock();
+  return PublishLocked(index, std::move(built), Why::kReserve);
+}
+
+absl::Status Arena::RetryAdoptions() {
+  std::vector<std::uint32_t> failed;
+  {
+    MutexLock lock(&mu_);
+    for (std::uint32_t i = 0; i < slots_used_; ++i) {
+      if (slots_[i] == Slot::kAdoptFailed) failed.push_back(i);
+    }
+  }
+  absl::Status first;
+  for (std::uint32_t i : failed) {
+    if (absl::Status s = RetryAdoption(i); !s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+std::size_t Arena::failed_adoptions() const {
+  MutexLock lock(&mu_);
+  return adopt_failed_;
 }
 
 bool Arena::AwaitReady(std::uint32_t index) {

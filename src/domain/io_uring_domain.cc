@@ -446,7 +446,8 @@ class IoUringDomainImpl final : public IoUringDomain {
 };
 
 absl::Status RegisterTable(int fd, const IoUringDomainOptions& o) {
-  const int ret = internal::RegisterSparseTable(fd, o.first_slot + o.slots);
+  const int injected = internal::os::InjectedFault(internal::os::Call::kRegisterTable, 0);
+  const int ret = injected != 0 ? -injected : internal::RegisterSparseTable(fd, o.first_slot + o.slots);
   if (ret == 0) return absl::OkStatus();
   if (ret == -EBUSY) {
     return absl::FailedPreconditionError(
@@ -490,7 +491,8 @@ absl::StatusOr<std::shared_ptr<IoUringDomain>> IoUringDomain::Create(unsigned en
   if (absl::Status s = Validate(options); !s.ok()) return s;
   options.register_table = true;
   auto ring = std::make_unique<io_uring>();
-  if (int ret = io_uring_queue_init(entries, ring.get(), 0); ret < 0) {
+  const int injected = internal::os::InjectedFault(internal::os::Call::kRingSetup, 0);
+  if (int ret = injected != 0 ? -injected : io_uring_queue_init(entries, ring.get(), 0); ret < 0) {
     const internal::IoUringRefusal refusal =
         internal::ExplainIoUringSetupFailure(-ret, internal::ReadIoUringDisabled());
     return absl::Status(refusal.code, refusal.Message());

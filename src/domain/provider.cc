@@ -1,6 +1,7 @@
 // The transfer checks of pinpool/provider.h, for the writers of domains and providers: one wording
-// of "that range is not inside the block" for every provider. (PinRefusedError, the other function
-// of that header this layer exports, is in memlock.cc with the rest of the memlock wording.)
+// of "that range is not inside the block" for every provider; and the provider libraries' way to
+// the fault hook (os/os.h). (PinRefusedError, the other function of that header this layer
+// exports, is in memlock.cc with the rest of the memlock wording.)
 //
 // Owns nothing; pure functions, safe from any thread.
 #include "pinpool/provider.h"
@@ -9,9 +10,27 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "os/os.h"
 
 namespace pinpool {
 PINPOOL_ABI_BEGIN
+
+int InjectedProviderFault(ProviderCall call, std::size_t length) noexcept {
+  using internal::os::Call;
+  switch (call) {
+    case ProviderCall::kUcxMap:
+      return internal::os::InjectedFault(Call::kUcxMap, length);
+    case ProviderCall::kUcxPack:
+      return internal::os::InjectedFault(Call::kUcxPack, length);
+    case ProviderCall::kFabricRegister:
+      return internal::os::InjectedFault(Call::kFabricRegister, length);
+    case ProviderCall::kFabricBind:
+      return internal::os::InjectedFault(Call::kFabricBind, length);
+    case ProviderCall::kFabricPost:
+      return internal::os::InjectedFault(Call::kFabricPost, length);
+  }
+  return 0;
+}
 
 absl::Status CheckBlockDomain(const char* what, const Block& block, std::size_t domain) {
   if (!block) return absl::InvalidArgumentError(absl::StrFormat("%s: empty Block", what));

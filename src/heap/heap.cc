@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "heap/spin_lock.h"
+#include "os/os.h"
 #include "util/bytes.h"
 #include "util/check.h"
 
@@ -64,7 +65,7 @@ bool RegisterMembarrier() {
   return ok;
 }
 bool BarrierOnEveryCpu() {
-  return RegisterMembarrier() &&
+  return RegisterMembarrier() && os::InjectedFault(os::Call::kMembarrier, 0) == 0 &&
          syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 

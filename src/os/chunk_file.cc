@@ -210,11 +210,17 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
     }
     file = ChunkFile(fd, std::move(path));  // from here on, an error unlinks it
   }
-  // Nobody else can have it yet: a new file, this process's own description.
-  LockOwnership(file.fd());
+  // Nobody else can have it yet: a new file, this process's own description. Without the lock a
+  // later handover could be adopted twice: refused (ENOLCK: the kernel's lock table is full).
+  if (const int err = LockOwnership(file.fd()); err != 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("taking the ownership lock (flock) of a %s chunk's file (%s): %s",
+                        FormatBytes(length), file.Describe(), std::strerror(err)));
+  }
   file.set_hugetlb_page_bytes(hugetlb_page_bytes);
-  if (::ftruncate(file.fd(), static_cast<off_t>(length)) != 0) {
-    const int err = errno;
+  const int truncate_err = InjectedFault(Call::kTruncateFile, length);
+  if (truncate_err != 0 || ::ftruncate(file.fd(), static_cast<off_t>(length)) != 0) {
+    const int err = truncate_err != 0 ? truncate_err : errno;
     return absl::ResourceExhaustedError(absl::StrFormat("ftruncate of a %s chunk's file (%s): %s",
                                                         FormatBytes(length), file.Describe(),
                                                         std::strerror(err)));
@@ -223,10 +229,12 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
     // Truncation is refused from now on, to everyone: a shrink would take pages from under a
     // registration. F_SEAL_SEAL keeps anyone from adding or (kernel rule) removing seals later.
     // A hole punch is NOT refused by these seals (docs/backing.md).
-    if (::fcntl(file.fd(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int seal_err = InjectedFault(Call::kSealFile, length);
+    if (seal_err != 0 ||
+        ::fcntl(file.fd(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
       return absl::InternalError(
           absl::StrFormat("sealing a %s chunk's memfd: fcntl(F_ADD_SEALS): %s", FormatBytes(length),
-                          std::strerror(errno)));
+                          std::strerror(seal_err != 0 ? seal_err : errno)));
     }
     file.set_sealed(true);
   } else {
@@ -239,7 +247,10 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
 }
 
 void UnlockOwnership(int fd) noexcept { ::flock(fd, LOCK_UN); }
-void LockOwnership(int fd) noexcept { ::flock(fd, LOCK_EX | LOCK_NB); }
+int LockOwnership(int fd) noexcept {
+  if (const int injected = InjectedFault(Call::kLockFile, 0); injected != 0) return injected;
+  return ::flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+}
 
 absl::StatusOr<ChunkFileFacts> CheckChunkFile(int fd, const std::string& path, std::size_t length) {
   struct stat st {};
@@ -283,14 +294,22 @@ absl::StatusOr<ChunkFile> AdoptChunkFile(int fd, const std::string& path, std::s
   // Our own description: the ownership lock is per open file description, and the received one
   // is the previous owner's.
   const std::string reopen = path.empty() ? absl::StrFormat("/proc/self/fd/%d", fd) : path;
-  const int own = ::open(reopen.c_str(), O_RDWR | O_CLOEXEC);
+  const int reopen_err = InjectedFault(Call::kReopenFile, length);
+  const int own = reopen_err != 0 ? -1 : ::open(reopen.c_str(), O_RDWR | O_CLOEXEC);
   if (own < 0) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("reopening a chunk's file (%s): %s", reopen, std::strerror(errno)));
+    const int err = reopen_err != 0 ? reopen_err : errno;
+    return absl::Status(
+        err == EMFILE || err == ENFILE || err == ENOMEM ? absl::StatusCode::kResourceExhausted
+                                                        : absl::StatusCode::kPermissionDenied,
+        absl::StrFormat("reopening a chunk's file (%s): %s", reopen, std::strerror(err)));
   }
-  if (::flock(own, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
+  if (const int err = LockOwnership(own); err != 0) {
     ::close(own);
+    if (err != EWOULDBLOCK) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("taking the ownership lock (flock) of the chunk's file %s: %s",
+                          path.empty() ? "(a memfd)" : path, std::strerror(err)));
+    }
     return absl::FailedPreconditionError(absl::StrFormat(
         "the chunk's file %s is owned by another process (its ownership lock is held: %s): a pool "
         "is adopted once, by one successor",

@@ -15,7 +15,8 @@ namespace pinpool::internal::os {
 // MFD_ALLOW_SEALING, and MFD_HUGETLB of `hugetlb_page_bytes` when not 0), sealed against
 // shrinking and growing; or backing.directory/backing.name, created O_EXCL with mode 0600.
 // Errors leave nothing behind: kAlreadyExists (the file exists), kPermissionDenied,
-// kResourceExhausted (no space), kFailedPrecondition.
+// kResourceExhausted (no space, no descriptor, no lock), kFailedPrecondition, kInternal (the seals
+// refused).
 absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_t length,
                                           std::size_t hugetlb_page_bytes);
 
@@ -24,8 +25,9 @@ absl::StatusOr<ChunkFile> CreateChunkFile(const BackingSpec& backing, std::size_
 // process adopting the same file finds it taken. CreateChunkFile takes it; a handover releases it
 // (UnlockOwnership) before the descriptors leave.
 void UnlockOwnership(int fd) noexcept;
-// Takes it again (a handover that failed); nobody else can hold it meanwhile.
-void LockOwnership(int fd) noexcept;
+// Takes it (without waiting): 0, or errno (EWOULDBLOCK: another open file description holds it;
+// ENOLCK). A fault point (kLockFile).
+int LockOwnership(int fd) noexcept;
 
 // What a received chunk file is, once checked (CheckChunkFile).
 struct ChunkFileFacts {
@@ -40,8 +42,9 @@ absl::StatusOr<ChunkFileFacts> CheckChunkFile(int fd, const std::string& path, s
 // A chunk's file received from its previous owner (`fd`, which stays the caller's; `path`: the
 // name it had in a directory, empty for a memfd), checked and reopened as this process's own
 // (a new open file description, its ownership lock taken). Refused: what CheckChunkFile refuses
-// (kInvalidArgument, saying which); a file another
-// process owns (kFailedPrecondition: its ownership lock is held). Nothing is left open on error.
+// (kInvalidArgument, saying which); a file another process owns (kFailedPrecondition: its
+// ownership lock is held); no descriptor or lock to be had (kResourceExhausted); the file cannot
+// be opened (kPermissionDenied). Nothing is left open on error.
 absl::StatusOr<ChunkFile> AdoptChunkFile(int fd, const std::string& path, std::size_t length);
 
 }  // namespace pinpool::internal::os

@@ -45,19 +45,21 @@ class UniqueFd {
 };
 
 // Sends `payload` with `fds` (at most kMaxFdsPerMessage; the caller keeps its own copies).
-// Errors: kInvalidArgument (too many descriptors, not a socket), kUnavailable (the peer is gone:
-// EPIPE, ECONNRESET), kInternal.
+// Interrupted calls are made again, and a non-blocking socket is waited for as a blocking one
+// would be. Errors: kInvalidArgument (too many descriptors, not a socket), kUnavailable (the peer
+// is gone: EPIPE, ECONNRESET), kResourceExhausted (ENOBUFS, ENOMEM), kInternal.
 absl::Status SendMessage(int socket, std::span<const std::byte> payload, std::span<const int> fds);
 
 struct Message {
   std::vector<std::byte> payload;
   std::vector<UniqueFd> fds;  // close-on-exec
 };
-// Receives one message of at most `max_payload` bytes. Errors: kUnavailable (the peer closed the
-// socket before a whole message), kInvalidArgument (a frame larger than `max_payload`, more
-// descriptors than kMaxFdsPerMessage or than the frame says, or descriptors cut short by the
-// kernel (MSG_CTRUNC): this process's descriptor limit), kInternal. No descriptor outlives an
-// error.
+// Receives one message of at most `max_payload` bytes (waiting, as SendMessage, through EINTR and
+// a non-blocking socket). Errors: kUnavailable (the peer closed the socket before a whole
+// message), kResourceExhausted (ENOMEM, or descriptors cut short by the kernel (MSG_CTRUNC) at
+// this process's descriptor limit), kInvalidArgument (a frame larger than `max_payload`, more
+// descriptors than kMaxFdsPerMessage or than the frame says), kInternal. No descriptor outlives
+// an error.
 absl::StatusOr<Message> ReceiveMessage(int socket, std::size_t max_payload);
 
 }  // namespace pinpool::internal::os

@@ -7,12 +7,14 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "os/os.h"
 
 namespace pinpool::internal::os {
 
 absl::Status TakeWriteLease(int fd, const char* what) {
-  if (::fcntl(fd, F_SETLEASE, F_WRLCK) != 0) {
-    const int err = errno;
+  const int injected = InjectedFault(Call::kLeaseFile, 0);
+  if (injected != 0 || ::fcntl(fd, F_SETLEASE, F_WRLCK) != 0) {
+    const int err = injected != 0 ? injected : errno;
     if (err == EAGAIN) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "cannot lease %s: another process has it open (pinpool must be its only opener to "

@@ -54,8 +54,9 @@ constexpr const char* kAllowFallback = "allow fallback (PoolOptions::require_pag
 // madvise, counted; returns 0 or errno.
 int Madvise(void* at, std::size_t length, int advice) noexcept {
   counters().madvise.fetch_add(1, std::memory_order_relaxed);
-  if (advice == MADV_POPULATE_WRITE) {
-    if (const int injected = InjectedFault(Call::kPopulate, length); injected != 0) return injected;
+  if (advice == MADV_POPULATE_WRITE || advice == MADV_DONTFORK) {
+    const Call call = advice == MADV_POPULATE_WRITE ? Call::kPopulate : Call::kDontFork;
+    if (const int injected = InjectedFault(call, length); injected != 0) return injected;
   }
   return ::madvise(at, length, advice) == 0 ? 0 : errno;
 }
@@ -236,8 +237,12 @@ absl::Status Populate(void* at, std::size_t length) {
 absl::StatusOr<MappedChunk> Finish(void* at, std::size_t length, bool populated_small = false) {
   if (const int err = Madvise(at, length, MADV_DONTFORK); err != 0) {
     Rereserve(at, length);
-    return absl::InternalError(absl::StrFormat("madvise(MADV_DONTFORK) on a %s chunk: %s",
-                                               FormatBytes(length), std::strerror(err)));
+    // ENOMEM, EAGAIN: no memory for the VMA the advice splits off, or vm.max_map_count reached.
+    return absl::Status(err == ENOMEM || err == EAGAIN ? absl::StatusCode::kResourceExhausted
+                                                      : absl::StatusCode::kInternal,
+                        absl::StrFormat("madvise(MADV_DONTFORK) on a %s chunk: %s (free memory, "
+                                        "or raise vm.max_map_count)",
+                                        FormatBytes(length), std::strerror(err)));
   }
   absl::StatusOr<MappedChunk> got =
       populated_small ? QueryPopulatedPages(at, length) : QueryPages(at, length);
@@ -463,16 +468,14 @@ absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize larg
   return got;
 }
 
-absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile file,
+absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile& file,
                                          bool populate) {
   if (Mmap(Call::kMapAnonymous, at, length, MAP_SHARED | MAP_FIXED, file.fd()) == MAP_FAILED) {
     const int err = errno;
     Rereserve(at, length);
-    const std::string what = file.Describe();
-    file.Disown();
     return absl::ResourceExhaustedError(
-        absl::StrFormat("cannot map an adopted %s chunk (%s): mmap: %s", FormatBytes(length), what,
-                        std::strerror(err)));
+        absl::StrFormat("cannot map an adopted %s chunk (%s): mmap: %s", FormatBytes(length),
+                        file.Describe(), std::strerror(err)));
   }
   // Its pages exist already (they hold the previous owner's data): populating only maps them.
   absl::Status populated = populate ? Populate(at, length) : absl::OkStatus();
@@ -482,10 +485,7 @@ absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile
   const bool populated_small = populate && file.hugetlb_page_bytes() == 0;
   absl::StatusOr<MappedChunk> got =
       populated.ok() ? Finish(at, length, populated_small) : absl::StatusOr<MappedChunk>(populated);
-  if (!got.ok()) {
-    file.Disown();  // an adoption that failed must not take the data's name with it
-    return got;
-  }
+  if (!got.ok()) return got;  // the range is a reservation again; `file` is the caller's still
   got->file = std::move(file);
   counters().chunk_bytes.fetch_add(static_cast<std::int64_t>(length), std::memory_order_relaxed);
   return got;

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -36,12 +38,14 @@ struct Counters {
 };
 Counters& counters() noexcept;
 
-// Fault injection, for tests only. When a hook is set, every kernel call of this layer that can
-// fail for want of a resource asks it first (and so does the domain layer before its io_uring
-// buffer registration, the default pool's pin): a non-zero return is taken as the errno of that
-// call, which then takes exactly the path a real failure would. Nothing in the library sets a
-// hook; unset, it costs one relaxed load per call, and none of these calls is on the
-// allocation fast path (they happen at creation and growth).
+// Fault injection, for tests only. When a hook is set, every call the library makes that can fail
+// asks it first: the kernel calls of this layer and of the rooms above it (the domains' io_uring
+// calls, the heap's membarrier, the metrics socket, threads), and the providers' backend calls
+// (verbs here; UCX and libfabric through pinpool/provider.h's InjectedProviderFault). A non-zero
+// return is taken as the errno of that call (for UCX and libfabric: the status that errno
+// stands for), which then takes exactly the path a real failure would. Nothing in the library
+// sets a hook; unset, it costs one relaxed load per call, and none of these calls is on the
+// allocation fast path. tests/support/fault_sweep.h makes every one of them fail in turn.
 enum class Call : std::uint8_t {
   kReserve,       // mmap of an address-space reservation
   kMapHugetlb,    // mmap of hugetlb pages (ENOMEM: the huge pages ran out)
@@ -59,12 +63,44 @@ enum class Call : std::uint8_t {
   kCreateFile,    // memfd_create or open(O_CREAT | O_EXCL) of a chunk's file, and its ftruncate
   kPagemapScan,   // ioctl(PAGEMAP_SCAN) counting a chunk's huge pages (ENOTTY: a kernel before
                   // 6.7, where the answer comes from smaps instead)
+  // Every other call that can fail (docs/robustness.md, "Every failure point"), in one block.
+  kTruncateFile,    // ftruncate of a new chunk's file (ENOSPC: tmpfs full; EIO)
+  kSealFile,        // fcntl(F_ADD_SEALS) of a new memfd (EBUSY, EPERM)
+  kLeaseFile,       // fcntl(F_SETLEASE, F_WRLCK) of a chunk's file (EAGAIN: another opener)
+  kLockFile,        // flock(LOCK_EX) of a chunk's file, its ownership (ENOLCK, EWOULDBLOCK)
+  kReopenFile,      // open of an adopted chunk's file, by name or /proc/self/fd (EMFILE, EACCES)
+  kDupFd,           // fcntl(F_DUPFD_CLOEXEC) of a chunk's file or a sharing socket (EMFILE)
+  kSendMessage,     // sendmsg and send on a sharing socket (EPIPE, ENOBUFS; EINTR: retried)
+  kReceiveMessage,  // recvmsg and recv on a sharing socket (ENOMEM; EINTR: retried)
+  kDontFork,        // madvise(MADV_DONTFORK) of a new chunk (ENOMEM: no memory to split the VMA)
+  kReadKernelFile,  // open of a /proc or /sys file (EMFILE, ENFILE)
+  kMembarrier,      // membarrier(PRIVATE_EXPEDITED) of the heap's drain handshake (EPERM)
+  kThread,          // a new thread: growth workers, the background work, the metrics server
+                    // (EAGAIN: RLIMIT_NPROC, the cgroup's pids.max)
+  kSocket,          // socket(2) and eventfd(2) of the metrics server (EMFILE, ENFILE)
+  kBindSocket,      // bind, chmod and listen of the metrics socket (EACCES, EADDRINUSE)
+  kRingSetup,       // io_uring_queue_init of a domain's ring (ENOMEM, EMFILE, EPERM)
+  kRegisterTable,   // io_uring_register_buffers_sparse of a domain's table (ENOMEM, EMFILE)
+  kVerbsRegister,   // ibv_reg_mr of a chunk or of a granted range (ENOMEM, EFAULT)
+  kVerbsWindow,     // ibv_alloc_mw of a memory window (ENOMEM)
+  kVerbsPost,       // ibv_post_send of a window's bind or invalidation (ENOMEM: queue full)
+  kUcxMap,          // ucp_mem_map of a chunk (ENOMEM: UCS_ERR_NO_MEMORY; EIO: IO_ERROR)
+  kUcxPack,         // ucp_rkey_pack of a chunk's rkey (ENOMEM)
+  kFabricRegister,  // fi_mr_regattr of a chunk or of a granted range (ENOMEM, EAGAIN)
+  kFabricBind,      // fi_mr_bind / fi_mr_enable of a registration to its endpoint (EINVAL)
+  kFabricPost,      // fi_writemsg / fi_readmsg of a transfer (EAGAIN: queue full)
 };
+// The name of a Call ("kDupFd" -> "dup"), for what a fault sweep prints.
+const char* CallName(Call call) noexcept;
 using FaultHook = int (*)(Call call, std::size_t length);
 // Installs `hook` (null removes it); returns the previous one.
 FaultHook SetFaultHook(FaultHook hook) noexcept;
 // 0, or the errno the installed hook chose for this call.
 int InjectedFault(Call call, std::size_t length) noexcept;
+
+// Starts `body` on a new thread: kResourceExhausted when the kernel refuses one (EAGAIN:
+// RLIMIT_NPROC, the cgroup's pids.max, threads-max), never an exception. A fault point (kThread).
+absl::StatusOr<std::thread> StartThread(std::function<void()> body);
 
 struct Range {
   void* base = nullptr;
@@ -196,11 +232,11 @@ absl::StatusOr<MappedChunk> MapChunk(void* at, std::size_t length, PageSize larg
 absl::Status CheckHugePagesAvailable(PageSize size, std::size_t bytes, int node);
 // Maps an existing chunk file (one adopted from a previous owner: os/chunk_file.h) over
 // [at, at + length) inside a reservation, MAP_SHARED, marked MADV_DONTFORK, every page faulted in
-// when `populate`, and reads back what backs it; the MappedChunk owns the file. Its contents are
-// kept. On error the range is a reservation again and the file is closed, its name kept
-// (ChunkFile::Disown): a failed adoption never removes the data it could not map. Errors:
-// kResourceExhausted (mmap or populate refused).
-absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile file,
+// when `populate`, and reads back what backs it; the MappedChunk then owns the file (moved from
+// `file`). Its contents are kept. On error the range is a reservation again and `file` is left as
+// it was, the caller's: a failed adoption never loses the data it could not map, and may be tried
+// again. Errors: kResourceExhausted (mmap or populate refused), kInternal (MADV_DONTFORK).
+absl::StatusOr<MappedChunk> MapChunkFile(void* at, std::size_t length, ChunkFile& file,
                                          bool populate);
 // Maps another process's chunk file (`fd`, checked: chunk_file.h) over [at, at + length) inside
 // a reservation, MAP_SHARED and read-write, nothing else done to it: the view of an attached

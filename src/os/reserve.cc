@@ -1,6 +1,7 @@
 // Address-space reservations: PROT_NONE, MAP_NORESERVE ranges that cost no memory and keep every
 // other mapping of the process out, so that chunks can later be mapped MAP_FIXED inside them and
-// `pointer -> chunk` is an index computation. Also owns the layer's syscall counters.
+// `pointer -> chunk` is an index computation. Also owns the layer's syscall counters, the fault
+// hook, and the one way the library starts a thread (StartThread).
 //
 // Invariant: a Range returned by Reserve is aligned to the requested alignment and stays mapped
 // (reserved or holding chunks) until Release. Thread-safe; the counters are relaxed atomics.
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <system_error>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -33,6 +35,98 @@ FaultHook SetFaultHook(FaultHook hook) noexcept { return fault_hook.exchange(hoo
 int InjectedFault(Call call, std::size_t length) noexcept {
   const FaultHook hook = fault_hook.load(std::memory_order_relaxed);
   return hook == nullptr ? 0 : hook(call, length);
+}
+
+const char* CallName(Call call) noexcept {
+  switch (call) {
+    case Call::kReserve:
+      return "reserve";
+    case Call::kMapHugetlb:
+      return "mmap hugetlb";
+    case Call::kMremap:
+      return "mremap";
+    case Call::kMapAnonymous:
+      return "mmap";
+    case Call::kPopulate:
+      return "populate";
+    case Call::kMlock:
+      return "mlock";
+    case Call::kPinBuffer:
+      return "io_uring pin";
+    case Call::kMapMetadata:
+      return "metadata mmap";
+    case Call::kBindNode:
+      return "mbind";
+    case Call::kCreateFile:
+      return "create file";
+    case Call::kPagemapScan:
+      return "pagemap scan";
+    case Call::kCloneBuffers:
+      return "io_uring clone";
+    case Call::kTruncateFile:
+      return "ftruncate";
+    case Call::kSealFile:
+      return "seal";
+    case Call::kLeaseFile:
+      return "lease";
+    case Call::kLockFile:
+      return "flock";
+    case Call::kReopenFile:
+      return "reopen";
+    case Call::kDupFd:
+      return "dup";
+    case Call::kSendMessage:
+      return "sendmsg";
+    case Call::kReceiveMessage:
+      return "recvmsg";
+    case Call::kDontFork:
+      return "MADV_DONTFORK";
+    case Call::kReadKernelFile:
+      return "read /proc";
+    case Call::kMembarrier:
+      return "membarrier";
+    case Call::kThread:
+      return "thread";
+    case Call::kSocket:
+      return "socket";
+    case Call::kBindSocket:
+      return "bind";
+    case Call::kRingSetup:
+      return "io_uring setup";
+    case Call::kRegisterTable:
+      return "io_uring table";
+    case Call::kVerbsRegister:
+      return "ibv_reg_mr";
+    case Call::kVerbsWindow:
+      return "ibv_alloc_mw";
+    case Call::kVerbsPost:
+      return "ibv_post_send";
+    case Call::kUcxMap:
+      return "ucp_mem_map";
+    case Call::kUcxPack:
+      return "ucp_rkey_pack";
+    case Call::kFabricRegister:
+      return "fi_mr_regattr";
+    case Call::kFabricBind:
+      return "fi_mr_bind";
+    case Call::kFabricPost:
+      return "fi_post";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::thread> StartThread(std::function<void()> body) {
+  int err = InjectedFault(Call::kThread, 0);
+  if (err == 0) {
+    try {
+      return std::thread(std::move(body));
+    } catch (const std::system_error& e) {
+      err = e.code().value();
+    }
+  }
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "cannot start a thread: %s (RLIMIT_NPROC, the cgroup's pids.max or kernel.threads-max)",
+      std::strerror(err)));
 }
 
 absl::StatusOr<Range> Reserve(std::size_t length, std::size_t alignment) {

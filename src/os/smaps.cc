@@ -232,12 +232,14 @@ std::string ReadSysfsChoice(const char* path) {
 }
 
 absl::StatusOr<std::string> ReadKernelFile(const char* path) {
-  Fd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  const int injected = InjectedFault(Call::kReadKernelFile, 0);
+  Fd fd(injected != 0 ? -1 : ::open(path, O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
-    const int err = errno;
+    const int err = injected != 0 ? injected : errno;
     const std::string msg = absl::StrFormat("cannot open %s: %s", path, std::strerror(err));
     if (err == ENOENT) return absl::NotFoundError(msg);
     if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
+    if (err == EMFILE || err == ENFILE || err == ENOMEM) return absl::ResourceExhaustedError(msg);
     return absl::InternalError(msg);
   }
   std::string out;

@@ -24,8 +24,9 @@ absl::Status Invalid(std::size_t count, std::size_t size, std::size_t alignment,
 
 }  // namespace
 
-PoolArrays::PoolArrays(Arena* arena, PoolClasses* classes, GrantRegistry* grants)
+PoolArrays::PoolArrays(Arena* arena, Heap* heap, PoolClasses* classes, GrantRegistry* grants)
     : arena_(arena),
+      heap_(heap),
       classes_(classes),
       grants_(grants),
       state_(new std::atomic<std::uint8_t>[arena->max_chunks()]()) {}
@@ -67,6 +68,11 @@ bool PoolArrays::ReleaseHeld(void* p) noexcept {
 void* PoolArrays::TakeChunk() noexcept {
   const std::size_t cs = arena_->chunk_size();
   return classes_ != nullptr ? classes_->default_source()->NewChunk() : arena_->Carve(cs, cs);
+}
+
+std::size_t PoolArrays::ReleaseIdleChunks() noexcept {
+  const std::size_t n = heap_->ReleaseIdleChunks();
+  return n + (classes_ != nullptr ? classes_->ReleaseIdleChunks() : 0);
 }
 
 void PoolArrays::GiveChunk(void* chunk) noexcept {
@@ -127,7 +133,13 @@ absl::StatusOr<Array> PoolArrays::Allocate(Pool& pool, std::size_t count, std::s
     return a;
   }
   const std::size_t per_chunk = cs / stride;
-  const std::size_t chunks = (count + per_chunk - 1) / per_chunk;
+  // Rounded up without count + per_chunk - 1, which wraps for a count near SIZE_MAX.
+  const std::size_t chunks = count / per_chunk + (count % per_chunk != 0 ? 1 : 0);
+  if (std::size_t spanned = 0; __builtin_mul_overflow(chunks, cs, &spanned)) {
+    return Invalid(count, element_size, alignment,
+                   absl::StrFormat("the size of the %zu chunks of %s it spans overflows",
+                                   chunks, FormatBytes(cs)));
+  }
   if (chunks > arena_->max_chunks()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "AllocateArray(count %zu, element_size %zu): needs %zu chunks of %s (%zu elements "
@@ -139,8 +151,16 @@ absl::StatusOr<Array> PoolArrays::Allocate(Pool& pool, std::size_t count, std::s
   const std::size_t mapped_before = arena_->mapped_bytes();
   a.per_run_ = per_chunk;
   a.runs_.reserve(chunks);
+  bool released = false;
   for (std::size_t c = 0; c < chunks; ++c) {
     void* chunk = TakeChunk();
+    if (chunk == nullptr && !released) {
+      // Whole chunks the heaps hold with nothing in them are the pool's own: take them back (as
+      // Trim would) rather than refuse, and try once more if there were any (none: the failure
+      // stands, with no second growth the caller did not ask for).
+      released = true;
+      if (ReleaseIdleChunks() != 0) chunk = TakeChunk();
+    }
     if (chunk == nullptr) {
       const absl::Status why = TakeError();
       for (const ArrayRun& run : a.runs_) {

@@ -5,7 +5,9 @@
 // Allocate, so it costs what a block costs and lies in one chunk. A larger one takes whole chunks
 // the way a heap does: through the buffer-class ledger when the pool has named classes (as the
 // default class: so reservations, caps and the budget hold for arrays too), else straight from
-// the arena (Arena::Carve of a whole chunk, growing the pool when needed). Its chunks are fully
+// the arena (Arena::Carve of a whole chunk, growing the pool when needed). When no chunk is to be
+// had, the heaps first give back the whole chunks they hold idle (Heap::ReleaseIdleChunks, as
+// Trim does), so an array is never refused for chunks the pool itself keeps empty. Its chunks are fully
 // carved while it lives, so neither Trim nor any heap touches them; freeing the array gives each
 // back (ReturnChunk), and only then may a heap or Trim have it again.
 //
@@ -34,6 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "arena/arena.h"
+#include "heap/heap.h"
 #include "pinpool/array.h"
 #include "pool/classes.h"
 #include "pool/grants/registry.h"
@@ -48,8 +51,9 @@ namespace pinpool::internal {
 
 class PoolArrays {
  public:
-  // `classes` may be null (a pool without named classes); both must outlive this.
-  PoolArrays(Arena* arena, PoolClasses* classes, GrantRegistry* grants);
+  // `classes` may be null (a pool without named classes); the others must outlive this. `heap`
+  // is the default class's.
+  PoolArrays(Arena* arena, Heap* heap, PoolClasses* classes, GrantRegistry* grants);
 
   // `count` elements of `element_size` bytes aligned to `alignment`; `pool` serves small arrays.
   // Errors as Pool::AllocateArray states.
@@ -77,6 +81,8 @@ class PoolArrays {
  private:
   void* TakeChunk() noexcept;
   void GiveChunk(void* chunk) noexcept;
+  // Every heap gives back the whole chunks it holds with no block in them; how many.
+  std::size_t ReleaseIdleChunks() noexcept;
   // Why the last TakeChunk failed.
   absl::Status TakeError() const;
 
@@ -84,6 +90,7 @@ class PoolArrays {
   std::atomic<std::uint8_t>* StateOf(const void* p) const noexcept;
 
   Arena* const arena_;
+  Heap* const heap_;
   PoolClasses* const classes_;
   GrantRegistry* const grants_;
   const std::unique_ptr<std::atomic<std::uint8_t>[]> state_;  // per chunk of the budget

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/strings/str_cat.h"
 #include "os/os.h"
 
 namespace pinpool::internal {
@@ -13,19 +14,27 @@ std::size_t TrimIdleChunks(Heap& heap, Arena& arena, std::size_t floor_bytes) {
   return arena.Trim(floor_bytes);
 }
 
-std::unique_ptr<BackgroundWork> BackgroundWork::Start(Heap& heap, Arena& arena,
-                                                      const Policy& policy) {
+absl::StatusOr<std::unique_ptr<BackgroundWork>> BackgroundWork::Start(Heap& heap, Arena& arena,
+                                                                      const Policy& policy) {
   if (!policy.keep_watermark && policy.trim_every.count() == 0 && policy.startup_bytes == 0 &&
       !policy.adopt && policy.check_leases.count() == 0) {
     return nullptr;
   }
-  return std::unique_ptr<BackgroundWork>(new BackgroundWork(heap, arena, policy));
+  std::unique_ptr<BackgroundWork> work(new BackgroundWork(heap, arena, policy));
+  absl::StatusOr<std::thread> thread = os::StartThread([w = work.get()] { w->Run(); });
+  if (!thread.ok()) {
+    return absl::Status(thread.status().code(),
+                        absl::StrCat("the pool's background work: ", thread.status().message()));
+  }
+  work->thread_ = *std::move(thread);
+  return work;
 }
 
 BackgroundWork::BackgroundWork(Heap& heap, Arena& arena, const Policy& policy)
-    : heap_(heap), arena_(arena), policy_(policy), thread_([this] { Run(); }) {}
+    : heap_(heap), arena_(arena), policy_(policy) {}
 
 BackgroundWork::~BackgroundWork() {
+  if (!thread_.joinable()) return;  // never started
   {
     MutexLock lock(&mu_);
     stop_ = true;
@@ -71,7 +80,17 @@ absl::Status BackgroundWork::AwaitStartup(std::chrono::nanoseconds timeout) cons
 
 void BackgroundWork::FinishStartup() {
   absl::Status s;
-  if (policy_.adopt) s = arena_.AdoptQueued(&stopping_);
+  if (policy_.adopt) {
+    s = arena_.AdoptQueued(&stopping_);
+    // A chunk that failed is kept for another try (its blocks are the predecessor's): a few more,
+    // 10 ms, 100 ms and 1 s apart, before the start-up reports the failure (Claim tries again).
+    auto wait = std::chrono::milliseconds(10);
+    for (int retry = 0; retry < 3 && !s.ok() && arena_.failed_adoptions() != 0; ++retry) {
+      if (!Sleep(std::chrono::steady_clock::now() + wait, false)) break;
+      s = arena_.RetryAdoptions();
+      wait *= 10;
+    }
+  }
   if (s.ok() && policy_.startup_bytes != 0) {
     s = arena_.Reserve(policy_.startup_bytes, nullptr, &stopping_);
   }

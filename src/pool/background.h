@@ -40,6 +40,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "arena/arena.h"
 #include "heap/heap.h"
 #include "util/mutex.h"
@@ -73,8 +74,10 @@ class BackgroundWork {
     std::function<void()> on_lease_check;
   };
 
-  // Null when the policy asks for nothing (no thread then).
-  static std::unique_ptr<BackgroundWork> Start(Heap& heap, Arena& arena, const Policy& policy);
+  // Null when the policy asks for nothing (no thread then). kResourceExhausted when the thread
+  // cannot be started (os::StartThread).
+  static absl::StatusOr<std::unique_ptr<BackgroundWork>> Start(Heap& heap, Arena& arena,
+                                                               const Policy& policy);
   // Stops the thread and waits for it (a growth or trim in progress finishes first).
   // Stops the thread and waits for it (a growth or trim in progress finishes first; a start-up
   // in progress stops after the chunks being built).
@@ -114,7 +117,7 @@ class BackgroundWork {
   std::uint64_t carved_since_ = 0;
   double bytes_per_second_ = 0;
   double build_seconds_ = 0;
-  std::thread thread_;  // last: started once the members it reads exist
+  std::thread thread_;  // started by Start once the object is whole
 };
 
 }  // namespace pinpool::internal

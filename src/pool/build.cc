@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<Pool> pool,
                            Build(std::move(options), internal::NewPoolId()));
   PINPOOL_RETURN_IF_ERROR(pool->MapStartup(start));
-  pool->StartBackgroundWork(start, /*adopting=*/false);
+  PINPOOL_RETURN_IF_ERROR(pool->StartBackgroundWork(start, /*adopting=*/false));
   return pool;
 }
 
@@ -89,7 +89,8 @@ Pool::Pool(PoolOptions options, std::unique_ptr<internal::Arena> arena,
       heap_(std::move(heap)),
       grants_(std::make_unique<internal::GrantRegistry>(
           arena_.get(), [this](const void* p, bool on) { HeapOf(p).SetGrantTag(p, on); })),
-      arrays_(std::make_unique<internal::PoolArrays>(arena_.get(), classes_.get(), grants_.get())),
+      arrays_(std::make_unique<internal::PoolArrays>(arena_.get(), heap_.get(), classes_.get(),
+                                                      grants_.get())),
       sharing_(std::make_unique<internal::Sharing>(id)),
       take_back_(std::make_unique<internal::TakeBack>()),
       metrics_(std::make_unique<internal::PoolMetrics>()) {

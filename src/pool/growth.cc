@@ -37,10 +37,10 @@ std::size_t Pool::Trim(std::size_t floor_bytes) {
   return internal::TrimIdleChunks(*heap_, *arena_, floor_bytes);
 }
 
-void Pool::StartBackgroundWork(std::chrono::steady_clock::time_point start, bool adopting) {
+absl::Status Pool::StartBackgroundWork(std::chrono::steady_clock::time_point start, bool adopting) {
   const int node = arena_->Stats().growth.numa_node;
   const std::size_t built = arena_->Stats().chunks.size() * arena_->chunk_size();
-  background_ = internal::BackgroundWork::Start(
+  absl::StatusOr<std::unique_ptr<internal::BackgroundWork>> work = internal::BackgroundWork::Start(
       *heap_, *arena_,
       {// Without grow_in_background the application keeps the watermark (Replenish).
        .keep_watermark = options_.grow_in_background && options_.low_watermark != 0,
@@ -58,6 +58,9 @@ void Pool::StartBackgroundWork(std::chrono::steady_clock::time_point start, bool
        .check_leases = options_.backing.kind == BackingKind::kFiles ? kLeaseCheckInterval
                                                                     : std::chrono::milliseconds(0),
        .on_lease_check = [this] { TakeBackBrokenLeases(); }});
+  if (!work.ok()) return work.status();
+  background_ = *std::move(work);
+  return absl::OkStatus();
 }
 
 bool Pool::Ready() const {

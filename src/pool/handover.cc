@@ -25,7 +25,8 @@ namespace pinpool {
 PINPOOL_ABI_BEGIN
 namespace {
 
-// OK when `live` are disjoint blocks inside ready chunks of `arena`.
+// OK when `live` are disjoint blocks inside ready chunks of `arena`, each handle of the chunk
+// there now (its generation).
 absl::Status CheckLive(std::span<const BlockHandle> live, const internal::Arena& arena,
                        std::uintptr_t range_base) {
   std::vector<BlockHandle> sorted(live.begin(), live.end());
@@ -41,6 +42,13 @@ absl::Status CheckLive(std::span<const BlockHandle> live, const internal::Arena&
       return absl::InvalidArgumentError(absl::StrFormat(
           "live block {chunk %d, offset %d, %d bytes} is not inside a chunk of this pool", h.chunk,
           h.offset, h.size));
+    }
+    if (const std::uint32_t now = arena.ChunkOf(p)->generation; now != h.generation) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "live block {chunk %d, offset %d, %d bytes} names generation %d of its chunk; the "
+          "pool's chunk %d is generation %d (the handle is of another chunk at that index: one "
+          "trimmed since)",
+          h.chunk, h.offset, h.size, h.generation, h.chunk, now));
     }
     if (i > 0 && sorted[i - 1].chunk == h.chunk &&
         sorted[i - 1].offset + sorted[i - 1].size > h.offset) {
@@ -77,11 +85,25 @@ absl::Status Pool::HandOver(int socket, std::span<const BlockHandle> live) {
     return absl::FailedPreconditionError("HandOver needs a quiesced pool: call Quiesce first");
   }
   if (sharing_->handed_over.load()) {
-    return absl::FailedPreconditionError(
-        "the pool was handed over already: a pool is handed over once");
+    // Handed over, but the successor may have failed to adopt it (its Adopt returned an error,
+    // or it went away): then no process holds the chunks' ownership locks, and the pool takes its
+    // files back and may be sent again. A successor that adopted holds them.
+    if (!arena_->TakeBackFiles()) {
+      return absl::FailedPreconditionError(
+          "the pool was handed over and a successor adopted it: a pool is adopted once");
+    }
+    sharing_->handed_over.store(false);
+  }
+  if (const std::size_t failed = arena_->failed_adoptions(); failed != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%d adopted chunk(s) of this pool could not be built: Claim a block of each (which tries "
+        "again) before handing the pool over, so that their blocks go with it",
+        failed));
   }
   PINPOOL_RETURN_IF_ERROR(CheckLive(live, *arena_, head_.range_base));
-  std::vector<internal::Arena::SharedChunk> chunks = arena_->SharedChunks();
+  // Every chunk or none: a handover missing one would lose its blocks (the successor refuses it).
+  PINPOOL_ASSIGN_OR_RETURN(std::vector<internal::Arena::SharedChunk> chunks,
+                           arena_->SharedChunks());
   // The ownership locks go before the descriptors do: the successor takes them on receipt.
   arena_->HandOverFiles(true);
   const absl::Status sent =
@@ -89,7 +111,6 @@ absl::Status Pool::HandOver(int socket, std::span<const BlockHandle> live) {
                          internal::Describe(internal::WireMessage::Kind::kHandOver, id(), options_,
                                             arena_->range_size() / arena_->chunk_size()),
                          chunks, live);
-  for (auto& c : chunks) internal::os::UniqueFd(c.fd).reset();
   if (!sent.ok()) {
     arena_->HandOverFiles(false);  // still ours: the locks again
     return sent;
@@ -143,7 +164,8 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Adopt(PoolOptions options, int socke
     }
     const bool held = std::any_of(d.live.begin(), d.live.end(),
                                   [&](const BlockHandle& h) { return h.chunk == c.index; });
-    handover.chunks.push_back({.index = c.index, .file = *std::move(file), .held = held});
+    handover.chunks.push_back(
+        {.index = c.index, .generation = c.generation, .file = *std::move(file), .held = held});
   }
   got.fds.clear();  // the predecessor's descriptions: ours are reopened
   // Every chunk is built in the background, adopted ones first: Adopt returns before any
@@ -160,7 +182,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Adopt(PoolOptions options, int socke
   (*pool)->sharing_->SetAdoptedChunks(chunks);
   (*pool)->sharing_->AdoptBlocks(handover.live, (*pool)->head_.range_base,
                                  (*pool)->arena_->chunk_size());
-  (*pool)->StartBackgroundWork(start, /*adopting=*/true);
+  PINPOOL_RETURN_IF_ERROR((*pool)->StartBackgroundWork(start, /*adopting=*/true));
   return pool;
 }
 
@@ -170,17 +192,23 @@ absl::StatusOr<Block> Pool::Claim(const BlockHandle& handle) {
   const std::uintptr_t p = head_.range_base + std::uintptr_t{handle.chunk} * size +
                            std::min<std::uint64_t>(handle.offset, size);
   std::size_t live = 0;
+  std::uint32_t generation = 0;
   if (handle.chunk >= arena_->range_size() / size || handle.offset >= size ||
-      !Reclaimed(reinterpret_cast<void*>(p), &live) || live != handle.size) {
+      !sharing_->Reclaimed(reinterpret_cast<void*>(p), &live, &generation) || live != handle.size ||
+      generation != handle.generation) {
     return absl::NotFoundError(absl::StrFormat(
-        "{chunk %d, offset %d, %d bytes} names no handed-over block that is still live",
-        handle.chunk, handle.offset, handle.size));
+        "{chunk %d generation %d, offset %d, %d bytes} names no handed-over block that is still "
+        "live",
+        handle.chunk, handle.generation, handle.offset, handle.size));
   }
   if (!arena_->AwaitReady(handle.chunk)) {
-    const absl::Status why = arena_->last_growth_error();
-    return absl::UnavailableError(
-        absl::StrFormat("chunk %d could not be adopted, its blocks are lost: %s", handle.chunk,
-                        why.ok() ? "adoption stopped" : why.message()));
+    // Its adoption failed earlier (the chunk is kept, file and all): once more, on this thread.
+    if (const absl::Status why = arena_->RetryAdoption(handle.chunk); !why.ok()) {
+      return absl::UnavailableError(absl::StrFormat(
+          "chunk %d could not be adopted: %s; its blocks are kept, not lost: Claim again to try "
+          "once more",
+          handle.chunk, why.message()));
+    }
   }
   return Block(reinterpret_cast<void*>(p), live, arena_->ChunkOf(reinterpret_cast<void*>(p)));
 }

@@ -27,7 +27,10 @@ absl::StatusOr<BlockHandle> Pool::HandleOf(const Block& block) const {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%p (%d bytes) is not a block inside one chunk of this pool", block.data(), block.size()));
   }
-  return BlockHandle{.chunk = chunk->index, .offset = p - chunk->base, .size = block.size()};
+  return BlockHandle{.chunk = chunk->index,
+                     .generation = chunk->generation,
+                     .offset = p - chunk->base,
+                     .size = block.size()};
 }
 
 absl::Status Pool::Share(int socket) {
@@ -36,15 +39,16 @@ absl::Status Pool::Share(int socket) {
   if (sharing_->quiesced.load()) {
     return absl::FailedPreconditionError("the pool is quiesced (Pool::Quiesce): nothing to share");
   }
-  std::vector<internal::Arena::SharedChunk> chunks = arena_->SharedChunks();
-  const absl::Status sent =
+  // Every descriptor a share needs is had before anything is sent: a share is all or nothing.
+  PINPOOL_ASSIGN_OR_RETURN(internal::os::UniqueFd peer, internal::DupPeerSocket(socket));
+  PINPOOL_ASSIGN_OR_RETURN(std::vector<internal::Arena::SharedChunk> chunks,
+                           arena_->SharedChunks());
+  PINPOOL_RETURN_IF_ERROR(
       internal::SendPool(socket,
                          internal::Describe(internal::WireMessage::Kind::kShare, id(), options_,
                                             arena_->range_size() / arena_->chunk_size()),
-                         chunks, {});
-  for (auto& c : chunks) internal::os::UniqueFd(c.fd).reset();
-  if (!sent.ok()) return sent;
-  sharing_->AddPeer(socket);
+                         chunks, {}));
+  sharing_->AddPeer(std::move(peer));
   sharing_->CountShare();
   return absl::OkStatus();
 }

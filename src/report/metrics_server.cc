@@ -16,8 +16,22 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "os/os.h"
 
 namespace pinpool::internal {
+namespace {
+
+// `real()`, unless the fault hook fails this call (os/os.h): then -1 with errno set.
+template <typename F>
+int Faulting(os::Call call, F real) {
+  if (const int injected = os::InjectedFault(call, 0); injected != 0) {
+    errno = injected;
+    return -1;
+  }
+  return real();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     std::string path, std::function<std::string()> text) {
@@ -29,10 +43,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
                         sizeof(addr.sun_path) - 1, path.size()));
   }
   std::memcpy(addr.sun_path, path.data(), path.size());
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd =
+      Faulting(os::Call::kSocket, [] { return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); });
   if (fd < 0) {
-    return absl::InternalError(
-        absl::StrFormat("Pool::ServeMetrics: socket(): %s", std::strerror(errno)));
+    const int err = errno;
+    return absl::Status(err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS
+                            ? absl::StatusCode::kResourceExhausted
+                            : absl::StatusCode::kInternal,
+                        absl::StrFormat("Pool::ServeMetrics: socket(): %s", std::strerror(err)));
   }
   const auto fail = [&](std::string_view what) {
     const int err = errno;
@@ -40,10 +58,16 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     return absl::Status(
         err == EACCES || err == EPERM ? absl::StatusCode::kPermissionDenied
         : err == EADDRINUSE           ? absl::StatusCode::kAlreadyExists
-                                      : absl::StatusCode::kInternal,
+        : err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS
+            ? absl::StatusCode::kResourceExhausted
+            : absl::StatusCode::kInternal,
         absl::StrFormat("Pool::ServeMetrics(%s): %s: %s", path, what, std::strerror(err)));
   };
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  const auto bind_there = [&] {
+    return Faulting(os::Call::kBindSocket,
+                    [&] { return bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)); });
+  };
+  if (bind_there() != 0) {
     if (errno != EADDRINUSE) return fail("bind");
     // A socket file is there: take its place only if it is a leftover no one listens on.
     const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -56,25 +80,31 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
       return fail("in use (another process serves there, or it is not a socket)");
     }
     unlink(path.c_str());
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return fail("bind");
+    if (bind_there() != 0) return fail("bind");
   }
   // Before listen: nobody can connect until the mode allows only this user.
-  if (chmod(path.c_str(), 0600) != 0) {
+  if (Faulting(os::Call::kBindSocket, [&] { return chmod(path.c_str(), 0600); }) != 0) {
     unlink(path.c_str());
     return fail("chmod 0600");
   }
-  if (listen(fd, 8) != 0) {
+  if (Faulting(os::Call::kBindSocket, [&] { return listen(fd, 8); }) != 0) {
     unlink(path.c_str());
     return fail("listen");
   }
-  const int stop = eventfd(0, EFD_CLOEXEC);
+  const int stop = Faulting(os::Call::kSocket, [] { return eventfd(0, EFD_CLOEXEC); });
   if (stop < 0) {
     unlink(path.c_str());
     return fail("eventfd");
   }
   std::unique_ptr<MetricsServer> server(
       new MetricsServer(std::move(path), fd, stop, std::move(text)));
-  server->thread_ = std::thread([s = server.get()] { s->Run(); });
+  absl::StatusOr<std::thread> thread = os::StartThread([s = server.get()] { s->Run(); });
+  if (!thread.ok()) {
+    return absl::Status(thread.status().code(),
+                        absl::StrFormat("Pool::ServeMetrics(%s): %s", server->path(),
+                                        thread.status().message()));  // the server closes all
+  }
+  server->thread_ = *std::move(thread);
   return server;
 }
 
@@ -83,9 +113,11 @@ MetricsServer::MetricsServer(std::string path, int listen_fd, int stop_fd,
     : path_(std::move(path)), listen_fd_(listen_fd), stop_fd_(stop_fd), text_(std::move(text)) {}
 
 MetricsServer::~MetricsServer() {
-  const std::uint64_t one = 1;
-  [[maybe_unused]] const ssize_t n = write(stop_fd_, &one, sizeof(one));
-  thread_.join();
+  if (thread_.joinable()) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = write(stop_fd_, &one, sizeof(one));
+    thread_.join();
+  }
   unlink(path_.c_str());
   close(listen_fd_);
   close(stop_fd_);

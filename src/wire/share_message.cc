@@ -1,4 +1,4 @@
-// The sharing description's encoding (share_wire.h has the layout and the contract).
+// The sharing description's encoding (share_message.h has the layout and the contract).
 #include "wire/share_message.h"
 
 #include <algorithm>
@@ -13,7 +13,7 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'P', 'S', 'H', 'A', 'R', 'E', '\0'};
 constexpr std::size_t kHeaderBytes = 64;
-constexpr std::size_t kChunkBytes = 20;  // without its path
+constexpr std::size_t kChunkBytes = 24;  // without its path
 constexpr std::size_t kLiveBytes = 24;
 constexpr std::size_t kMaxPath = 4096;
 
@@ -38,6 +38,7 @@ std::vector<std::byte> Encode(const WireMessage& m) {
   w.Put(m.live.size(), 8);
   for (const WireChunk& c : m.chunks) {
     w.Put(c.index, 4);
+    w.Put(c.generation, 4);
     w.Put(c.sealed ? 1 : 0, 4);
     w.Put(c.hugetlb_page_bytes, 8);
     w.Put(c.path.size(), 4);
@@ -45,7 +46,7 @@ std::vector<std::byte> Encode(const WireMessage& m) {
   }
   for (const BlockHandle& h : m.live) {
     w.Put(h.chunk, 4);
-    w.Put(0, 4);
+    w.Put(h.generation, 4);
     w.Put(h.offset, 8);
     w.Put(h.size, 8);
   }
@@ -97,18 +98,21 @@ absl::StatusOr<WireMessage> Decode(std::span<const std::byte> bytes, std::size_t
     if (r.left() < kChunkBytes) return Bad(absl::StrFormat("cut short in chunk %d", i));
     WireChunk c;
     const std::uint64_t index = r.Get(4);
+    const std::uint64_t generation = r.Get(4);
     const std::uint64_t chunk_flags = r.Get(4);
     c.hugetlb_page_bytes = r.Get(8);
     const std::uint64_t path_bytes = r.Get(4);
-    if (index >= m.max_chunks || (chunk_flags & ~std::uint64_t{1}) != 0 ||
+    if (index >= m.max_chunks || generation == 0 || (chunk_flags & ~std::uint64_t{1}) != 0 ||
         (c.hugetlb_page_bytes != 0 && c.hugetlb_page_bytes != (std::uint64_t{2} << 20) &&
          c.hugetlb_page_bytes != (std::uint64_t{1} << 30)) ||
         path_bytes > kMaxPath || r.left() < path_bytes) {
-      return Bad(
-          absl::StrFormat("chunk %d: index %d of %d, flags %#x, hugetlb %d, path of %d bytes", i,
-                          index, m.max_chunks, chunk_flags, c.hugetlb_page_bytes, path_bytes));
+      return Bad(absl::StrFormat(
+          "chunk %d: index %d of %d, generation %d, flags %#x, hugetlb %d, path of "
+          "%d bytes",
+          i, index, m.max_chunks, generation, chunk_flags, c.hugetlb_page_bytes, path_bytes));
     }
     c.index = static_cast<std::uint32_t>(index);
+    c.generation = static_cast<std::uint32_t>(generation);
     c.sealed = (chunk_flags & 1) != 0;
     c.path.resize(path_bytes);
     r.GetBytes(c.path.data(), path_bytes);
@@ -132,13 +136,14 @@ absl::StatusOr<WireMessage> Decode(std::span<const std::byte> bytes, std::size_t
   for (std::uint64_t i = 0; i < live; ++i) {
     BlockHandle h;
     h.chunk = static_cast<std::uint32_t>(r.Get(4));
-    const std::uint64_t zero = r.Get(4);
+    h.generation = static_cast<std::uint32_t>(r.Get(4));
     h.offset = r.Get(8);
     h.size = r.Get(8);
-    if (zero != 0 || h.chunk >= m.max_chunks || h.size == 0 || h.offset >= m.chunk_size ||
+    if (h.generation == 0 || h.chunk >= m.max_chunks || h.size == 0 || h.offset >= m.chunk_size ||
         h.size > m.chunk_size - h.offset) {
-      return Bad(absl::StrFormat("live block %d: chunk %d, offset %d, %d bytes (chunks of %d)", i,
-                                 h.chunk, h.offset, h.size, m.chunk_size));
+      return Bad(absl::StrFormat(
+          "live block %d: chunk %d generation %d, offset %d, %d bytes (chunks of %d)", i, h.chunk,
+          h.generation, h.offset, h.size, m.chunk_size));
     }
     m.live.push_back(h);
   }

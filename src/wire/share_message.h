@@ -3,13 +3,17 @@
 // messages; os/fd_passing.h carries them), and what Attachment and Pool::Adopt accept. Versioned,
 // little-endian, fixed layout (docs/sharing.md has the table):
 //
-//   header  64 bytes: magic "PPSHARE\0", version u16 (1), kind u16 (1 share, 2 handover),
+//   header  64 bytes: magic "PPSHARE\0", version u16 (2), kind u16 (1 share, 2 handover),
 //           flags u32 (bit 0: the last message of this share or handover), pool id [16],
 //           chunk_size u64, max_chunks u64, backing u32 (1 memfd, 2 files), chunk count u32,
 //           live count u64
-//   chunks  per chunk, in the order of the descriptors: index u32, flags u32 (bit 0: sealed),
-//           hugetlb page bytes u64, path length u32, path (files only; no terminator)
-//   live    per block (handover only): chunk u32, 0 u32, offset u64, size u64
+//   chunks  per chunk, in the order of the descriptors: index u32, generation u32 (not 0),
+//           flags u32 (bit 0: sealed), hugetlb page bytes u64, path length u32, path (files
+//           only; no terminator)
+//   live    per block (handover only): chunk u32, generation u32 (not 0), offset u64, size u64
+//
+// Version 2 added the generations (ChunkInfo::generation), so that a receiver tells a chunk from
+// another one the owner put at the same index after a trim.
 //
 // A description comes from another process: Decode trusts nothing in it (sizes, counts, indexes,
 // overflow, versions) and refuses anything that does not add up, naming what.
@@ -30,13 +34,14 @@ namespace pinpool::internal {
 
 struct WireChunk {
   std::uint32_t index = 0;
+  std::uint32_t generation = 1;
   bool sealed = false;
   std::uint64_t hugetlb_page_bytes = 0;
   std::string path;  // files: the chunk's file; memfd: empty
 };
 
 struct WireMessage {
-  static constexpr std::uint16_t kVersion = 1;
+  static constexpr std::uint16_t kVersion = 2;
   enum class Kind : std::uint16_t { kShare = 1, kHandOver = 2 };
   enum class Backing : std::uint32_t { kMemfd = 1, kFiles = 2 };
   Kind kind = Kind::kShare;

@@ -484,6 +484,7 @@ TEST_F(CApiTest, ArrayErrorsAreNegativeErrnoWithAMessageAndNoHandle) {
   for (const Case& c : {Case{0, 64, 1, -EINVAL}, Case{8, 64, 128, -EINVAL}, Case{8, 64, 3, -EINVAL},
                         Case{2, kChunk + 1, 1, -EINVAL},
                         Case{std::numeric_limits<std::size_t>::max() / 2, 4096, 1, -EINVAL},
+                        Case{std::numeric_limits<std::size_t>::max(), 1, 1, -EINVAL},
                         Case{5 * 1024, 4096, 4096, -ENOMEM}}) {
     pinpool_array_t* array = reinterpret_cast<pinpool_array_t*>(&pool_);
     char err[256] = "";

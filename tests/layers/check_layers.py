@@ -32,7 +32,7 @@ ROOMS = {
     "domain": {"util", "os"},                         # registration backends
     "arena": {"util", "os", "domain"},                # the chunks
     "heap": {"util", "os", "arena"},                  # sub-allocation
-    "report": {"util", "wire"},                       # public PoolStats in, bytes out
+    "report": {"util", "wire", "os"},                 # public PoolStats in, bytes out
     "pool/grants": {"util", "os", "arena", "heap"},   # which blocks peers reach
     "pool/sharing": {"util", "wire", "os", "arena"},  # what crosses to other processes
     "pool": {"util", "wire", "os", "domain", "arena", "heap", "report", "pool/grants",
@@ -45,7 +45,7 @@ ROOMS = {
 }
 # Directories of tests/ that group tests by kind rather than mirror a room (tests/README.md).
 TEST_KINDS = {"api", "abi", "layers", "softroce", "linking", "consumer", "c_program", "info", "fuzz",
-              "support", "providers"}
+              "support", "providers", "soak"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

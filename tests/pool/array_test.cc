@@ -313,6 +313,11 @@ TEST(ArrayTest, BadInputIsAClearErrorAndLeavesNothingMappedOrRegistered) {
       {2, kChunk + 1, 1, absl::StatusCode::kInvalidArgument, "larger than the pool's chunk"},
       {SIZE_MAX / 2, 4096, 4096, absl::StatusCode::kInvalidArgument, "overflows"},
       {SIZE_MAX / 4096 + 1, 4096, 1, absl::StatusCode::kInvalidArgument, "overflows"},
+      // count x stride fits, its whole chunks do not (before: the chunk count wrapped to 0 and
+      // an array of no memory and 2^64-1 elements came back).
+      {SIZE_MAX, 1, 1, absl::StatusCode::kInvalidArgument, "overflows"},
+      {SIZE_MAX - 1, 1, 1, absl::StatusCode::kInvalidArgument, "overflows"},
+      {SIZE_MAX - kChunk, 1, 1, absl::StatusCode::kResourceExhausted, "budget of 4 chunks"},
       {5 * 1024, 4096, 4096, absl::StatusCode::kResourceExhausted, "budget of 4 chunks"},
   };
   for (const Case& c : cases) {
@@ -350,6 +355,45 @@ TEST(ArrayTest, AFailureHalfWayGivesBackEveryChunkAndUnmapsWhatItMapped) {
   EXPECT_EQ(static_cast<unsigned char*>(b.data())[4095], 0x5a);
   pool->Deallocate(std::move(*ok));
   pool->Deallocate(b);
+}
+
+// Chunks the heap holds idle (every block freed) are the pool's own: an array that needs them is
+// served, as it is after Trim (before: it was refused, "the pool's budget ... is used up", with
+// nothing live).
+TEST(ArrayTest, AnArrayTakesBackTheChunksTheHeapHoldsIdle) {
+  auto d = std::make_shared<CountingDomain>();
+  auto pool = Pool::Create(Options({d}, 16 * kMiB)).value();
+  std::vector<Block> blocks;
+  for (Block b; (b = pool->Allocate(1 << 20));) blocks.push_back(b);
+  ASSERT_EQ(pool->GetStats().mapped_bytes, 16 * kMiB);
+  for (const Block& b : blocks) pool->Deallocate(b);
+  ASSERT_EQ(pool->GetStats().live_bytes, 0u);
+  auto a = pool->AllocateArray(4 * 1024, 4096, 4096);  // every chunk of the budget
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->runs().size(), 4u);
+  EXPECT_EQ(d->live_registrations(), 4u) << "the idle chunks themselves, not new ones";
+  pool->Deallocate(std::move(*a));
+  // And the heap serves blocks again afterwards.
+  Block b = pool->Allocate(1 << 20);
+  EXPECT_TRUE(b);
+  pool->Deallocate(b);
+}
+
+// The same through named classes: the default class's idle chunks go back through the ledger.
+TEST(ArrayTest, AnArrayTakesBackIdleChunksThroughTheClassLedger) {
+  auto d = std::make_shared<CountingDomain>();
+  PoolOptions o = Options({d}, 16 * kMiB);
+  o.classes = {{.name = "rpc", .reserved = 0, .cap = 8 * kMiB, .scrub = Scrub::kNone}};
+  auto pool = Pool::Create(o).value();
+  const ClassId rpc = *pool->ClassOf("rpc");
+  std::vector<Block> blocks;
+  for (Block b; (b = pool->Allocate(rpc, 1 << 20));) blocks.push_back(b);
+  for (Block b; (b = pool->Allocate(1 << 20));) blocks.push_back(b);
+  ASSERT_EQ(pool->GetStats().mapped_bytes, 16 * kMiB);
+  for (const Block& b : blocks) pool->Deallocate(b);
+  auto a = pool->AllocateArray(4 * 1024, 4096, 4096);
+  ASSERT_TRUE(a.ok()) << a.status();
+  pool->Deallocate(std::move(*a));
 }
 
 TEST(ArrayTest, ArraysGoThroughTheClassLedgerAsTheDefaultClass) {

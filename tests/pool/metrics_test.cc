@@ -177,5 +177,29 @@ TEST(MetricsTest, TheMetricsSocketServesTheRunningPoolsScrape) {
   EXPECT_TRUE(absl::IsInvalidArgument(pool->ServeMetrics(std::string(200, 'x'))));
 }
 
+
+// A call that fails leaves the socket already serving as it was (before: it stopped the first
+// server before trying the second path); the same path again keeps serving.
+TEST(MetricsTest, AFailedServeMetricsLeavesThePreviousServerServing) {
+  auto pool = MakePool(std::make_shared<CountingDomain>("fake"));
+  ASSERT_NE(pool, nullptr);
+  const std::string path = ::testing::TempDir() + "pinpool-metrics-keep-" + std::to_string(getpid());
+  ASSERT_TRUE(pool->ServeMetrics(path).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(pool->ServeMetrics(std::string(200, 'x'))));
+  EXPECT_THAT(Scrape(path), HasSubstr("# EOF\n")) << "the first socket stopped serving";
+  const std::string dir = ::testing::TempDir() + "no-such-directory-" + std::to_string(getpid());
+  EXPECT_FALSE(pool->ServeMetrics(dir + "/metrics").ok());
+  EXPECT_THAT(Scrape(path), HasSubstr("# EOF\n"));
+  EXPECT_TRUE(pool->ServeMetrics(path).ok()) << "the path it serves already";
+  EXPECT_THAT(Scrape(path), HasSubstr("# EOF\n"));
+  // A good second path replaces the first.
+  const std::string second = path + "-2";
+  ASSERT_TRUE(pool->ServeMetrics(second).ok());
+  EXPECT_THAT(Scrape(second), HasSubstr("# EOF\n"));
+  struct stat st {};
+  EXPECT_NE(stat(path.c_str(), &st), 0) << "the first socket is removed once replaced";
+  pool->StopServingMetrics();
+}
+
 }  // namespace
 }  // namespace pinpool

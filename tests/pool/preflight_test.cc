@@ -23,7 +23,6 @@
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -42,6 +41,7 @@
 #include "os/cgroup.h"
 #include "os/os.h"
 #include "pinpool/pool.h"
+#include "support/memory_cgroup.h"
 #include "support/proc_status.h"
 #include "support/unprivileged.h"
 
@@ -247,74 +247,32 @@ TEST(PreflightMemlock, CapIpcLockBoundedButNotEffectiveDoesNotExemptAndIsNamed) 
 
 // --- A real memory cgroup -------------------------------------------------------------------
 
-bool WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.flush();
-  return static_cast<bool>(f);
-}
-
 std::string ReadText(const std::string& path) {
   std::ifstream f(path);
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-// A memory cgroup of its own under the hierarchy this process sees, limited to `limit`; removed
-// when it goes. `why_not` says why none could be made.
+// A memory cgroup of the test's own (support/memory_cgroup.h) limited to `limit`; removed when it
+// goes. `why_not` says why none could be made.
 class TestCgroup {
  public:
-  explicit TestCgroup(std::size_t limit) {
-    internal::os::MemoryCgroupLocation where = internal::os::FindMemoryCgroup();
-    if (where.version == 0) where = MountCgroup2(where.note);
-    if (where.version == 0) return;
-    version_ = where.version;
-    dir_ = where.mount + "/pinpool-test-" + std::to_string(getpid());
-    if (version_ == 2 &&
-        ReadText(where.mount + "/cgroup.subtree_control").find("memory") == std::string::npos) {
-      if (!WriteFile(where.mount + "/cgroup.subtree_control", "+memory")) {
-        why_not_ = "cannot enable +memory in " + where.mount + "/cgroup.subtree_control";
-        return;
-      }
-    }
-    if (mkdir(dir_.c_str(), 0755) != 0) {
-      why_not_ = "cannot create " + dir_ + ": " + std::strerror(errno);
-      dir_.clear();
-      return;
-    }
-    const std::string file = version_ == 1 ? "/memory.limit_in_bytes" : "/memory.max";
-    if (!WriteFile(dir_ + file, std::to_string(limit))) why_not_ = "cannot write " + dir_ + file;
+  explicit TestCgroup(std::size_t limit) : cgroup_("pinpool-test-" + std::to_string(getpid())) {
+    if (cgroup_.version() != 0 && !cgroup_.Limit(limit)) why_not_ = "cannot limit " + cgroup_.dir();
   }
   ~TestCgroup() {
-    if (!dir_.empty() && rmdir(dir_.c_str()) != 0) {
-      ADD_FAILURE() << "cannot remove " << dir_ << ": " << std::strerror(errno);
+    if (!cgroup_.Remove()) {
+      ADD_FAILURE() << "cannot remove " << cgroup_.dir() << ": " << std::strerror(errno);
     }
   }
-  const std::string& why_not() const { return why_not_; }
-  int version() const { return version_; }
-  const std::string& dir() const { return dir_; }
+  const std::string& why_not() const { return why_not_.empty() ? cgroup_.why_not() : why_not_; }
+  int version() const { return cgroup_.version(); }
+  const std::string& dir() const { return cgroup_.dir(); }
   // Moves the calling process in (from the child itself).
-  bool Enter() const { return WriteFile(dir_ + "/cgroup.procs", std::to_string(getpid())); }
+  bool Enter() const { return cgroup_.Enter(); }
 
  private:
-  // The guest's init mounts no cgroup file system: mount cgroup2 where systemd would.
-  internal::os::MemoryCgroupLocation MountCgroup2(const std::string& note) {
-    if (geteuid() != 0) {
-      why_not_ = "no memory cgroup here (" + note + ") and mounting one needs root";
-      return {};
-    }
-    if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", 0, nullptr) != 0) {
-      why_not_ = "no memory cgroup here (" + note +
-                 ") and mount -t cgroup2 failed: " + std::strerror(errno);
-      return {};
-    }
-    internal::os::MemoryCgroupLocation where = internal::os::FindMemoryCgroup();
-    if (where.version == 0) why_not_ = "cgroup2 mounted but not found: " + where.note;
-    return where;
-  }
-
-  int version_ = 0;
-  std::string dir_;
-  std::string why_not_ = "";
+  testing::MemoryCgroup cgroup_;
+  std::string why_not_;
 };
 
 // Runs `body` in a child moved into a fresh cgroup limited to `limit`; fails (never hangs) when

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 namespace pinpool::internal {
 namespace {
@@ -25,8 +29,10 @@ WireMessage Sample() {
   b.index = 5;
   b.hugetlb_page_bytes = 2 << 20;
   b.path = "/dev/hugepages/pinpool-1-0-chunk-5";
+  b.generation = 7;
   m.chunks = {a, b};
-  m.live = {{.chunk = 0, .offset = 0, .size = 64}, {.chunk = 5, .offset = 4096, .size = 4 << 19}};
+  m.live = {{.chunk = 0, .generation = 1, .offset = 0, .size = 64},
+            {.chunk = 5, .generation = 7, .offset = 4096, .size = 4 << 19}};
   return m;
 }
 
@@ -47,12 +53,14 @@ TEST(ShareWire, WhatIsEncodedDecodesToTheSame) {
   EXPECT_EQ(back->max_chunks, m.max_chunks);
   ASSERT_EQ(back->chunks.size(), 2u);
   EXPECT_EQ(back->chunks[1].index, 5u);
+  EXPECT_EQ(back->chunks[0].generation, 1u);
+  EXPECT_EQ(back->chunks[1].generation, 7u);
   EXPECT_EQ(back->chunks[1].hugetlb_page_bytes, 2u << 20);
   EXPECT_EQ(back->chunks[1].path, m.chunks[1].path);
   EXPECT_EQ(back->live, m.live);
-  // Little-endian on the wire, whatever the host: the version's bytes are 01 00.
+  // Little-endian on the wire, whatever the host: the version's bytes are 02 00.
   const std::vector<std::byte> bytes = Encode(m);
-  EXPECT_EQ(bytes[8], std::byte{1});
+  EXPECT_EQ(bytes[8], std::byte{2});
   EXPECT_EQ(bytes[9], std::byte{0});
 }
 
@@ -73,6 +81,7 @@ TEST(ShareWire, EachFieldOutOfItsLimitsIsRefusedByName) {
   };
   ExpectRefused(with(0, 'X'), 2, "magic");
   ExpectRefused(with(8, 7), 2, "version 7");
+  ExpectRefused(with(8, 1), 2, "version 1");  // before chunks had generations
   ExpectRefused(with(10, 9), 2, "kind 9");
   ExpectRefused(with(12, 2), 2, "unknown flags");
   ExpectRefused(with(32, 1), 2, "chunk size");  // not a power of two
@@ -84,6 +93,12 @@ TEST(ShareWire, EachFieldOutOfItsLimitsIsRefusedByName) {
   m = Sample();
   m.chunks[1].index = 0;
   ExpectRefused(Encode(m), 2, "described twice");
+  m = Sample();
+  m.chunks[1].generation = 0;
+  ExpectRefused(Encode(m), 2, "generation 0");
+  m = Sample();
+  m.live[1].generation = 0;
+  ExpectRefused(Encode(m), 2, "live block 1");
   m = Sample();
   m.chunks[0].path.clear();
   ExpectRefused(Encode(m), 2, "does not fit its backing");
@@ -105,6 +120,25 @@ TEST(ShareWire, EachFieldOutOfItsLimitsIsRefusedByName) {
   std::vector<std::byte> extra = good;
   extra.push_back(std::byte{0});
   ExpectRefused(extra, 2, "remaining bytes");
+}
+
+TEST(ShareWire, TheFuzzersSeedsAreValidMessagesOfThisVersion) {
+  // tests/fuzz/share_message_seeds: the number of descriptors, then a message that must decode,
+  // so the fuzzer's mutations start from real ones (a version bump must bring new seeds).
+  const std::filesystem::path dir =
+      std::filesystem::path(PINPOOL_SOURCE_DIR) / "tests" / "fuzz" / "share_message_seeds";
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GE(raw.size(), 1u) << entry.path();
+    const absl::StatusOr<WireMessage> m =
+        Decode(std::span(reinterpret_cast<const std::byte*>(raw.data()) + 1, raw.size() - 1),
+               static_cast<unsigned char>(raw[0]));
+    EXPECT_TRUE(m.ok()) << entry.path() << ": " << m.status();
+    ++seeds;
+  }
+  EXPECT_GE(seeds, 2);
 }
 
 }  // namespace

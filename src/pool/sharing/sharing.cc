@@ -6,16 +6,32 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "os/os.h"
 #include "util/status_macros.h"
 
 namespace pinpool::internal {
 
-void Sharing::AddPeer(int socket) {
+absl::StatusOr<os::UniqueFd> DupPeerSocket(int socket) {
+  const int injected = os::InjectedFault(os::Call::kDupFd, 0);
+  const int dup = injected != 0 ? -1 : ::fcntl(socket, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) {
+    const int err = injected != 0 ? injected : errno;
+    return absl::Status(err == EMFILE || err == ENFILE ? absl::StatusCode::kResourceExhausted
+                                                       : absl::StatusCode::kInvalidArgument,
+                        absl::StrFormat("duplicating the sharing socket %d to watch its peer: %s",
+                                        socket, std::strerror(err)));
+  }
+  return os::UniqueFd(dup);
+}
+
+void Sharing::AddPeer(os::UniqueFd socket) {
   struct stat st {};
-  if (::fstat(socket, &st) != 0) return;
+  if (::fstat(socket.get(), &st) != 0) return;
   MutexLock lock(&mu_);
   for (const os::UniqueFd& p : peers_) {
     struct stat other {};
@@ -23,8 +39,7 @@ void Sharing::AddPeer(int socket) {
       return;  // the same socket: an update of the same process
     }
   }
-  const int dup = ::fcntl(socket, F_DUPFD_CLOEXEC, 0);
-  if (dup >= 0) peers_.emplace_back(dup);
+  peers_.push_back(std::move(socket));
 }
 
 std::size_t Sharing::LivePeers() {
@@ -42,7 +57,7 @@ void Sharing::AdoptBlocks(std::span<const BlockHandle> live, std::uintptr_t rang
   MutexLock lock(&mu_);
   for (const BlockHandle& h : live) {
     const std::uintptr_t p = range_base + std::uintptr_t{h.chunk} * chunk_size + h.offset;
-    reclaimed_.emplace(p, Live{h.size, h.chunk});
+    reclaimed_.emplace(p, Live{h.size, h.chunk, h.generation});
     ++per_chunk_[h.chunk];
     stats_.reclaimed_live_bytes += h.size;
   }
@@ -56,12 +71,13 @@ std::vector<BlockHandle> Sharing::adopted() const {
   return adopted_;
 }
 
-bool Sharing::Reclaimed(const void* p, std::size_t* size) const {
+bool Sharing::Reclaimed(const void* p, std::size_t* size, std::uint32_t* generation) const {
   if (reclaimed_count_.load(std::memory_order_acquire) == 0) return false;
   MutexLock lock(&mu_);
   auto it = reclaimed_.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == reclaimed_.end()) return false;
   if (size != nullptr) *size = it->second.size;
+  if (generation != nullptr) *generation = it->second.generation;
   return true;
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "os/fd_passing.h"
 #include "pinpool/share.h"
 #include "pinpool/stats.h"
@@ -28,22 +29,28 @@
 
 namespace pinpool::internal {
 
+// A duplicate of `socket` for Sharing::AddPeer, made before a share is sent so that a share that
+// went out is always counted. kResourceExhausted at the descriptor limit, kInvalidArgument when
+// `socket` is not open.
+absl::StatusOr<os::UniqueFd> DupPeerSocket(int socket);
+
 class Sharing {
  public:
   explicit Sharing(const PoolId& id) : id_(id) {}
 
   const PoolId& id() const noexcept { return id_; }
 
-  // Attached processes.
-  void AddPeer(int socket);
+  // Attached processes: `socket`, a duplicate of the one a share went out on (DupPeerSocket), is
+  // kept while its other end is open (dropped when it is a socket kept already).
+  void AddPeer(os::UniqueFd socket);
   std::size_t LivePeers();
 
   // Blocks handed over to this pool (Adopt).
   void AdoptBlocks(std::span<const BlockHandle> live, std::uintptr_t range_base,
                    std::size_t chunk_size);
   std::vector<BlockHandle> adopted() const;
-  // Whether `p` is a reclaimed block still live, and its size.
-  bool Reclaimed(const void* p, std::size_t* size) const;
+  // Whether `p` is a reclaimed block still live, and its size and chunk generation.
+  bool Reclaimed(const void* p, std::size_t* size, std::uint32_t* generation = nullptr) const;
   // Forgets the reclaimed blocks of chunk `chunk` (given back: lost to the application) and
   // returns them as {address, size}.
   std::vector<std::pair<void*, std::size_t>> ForgetChunk(std::uint32_t chunk);
@@ -76,6 +83,7 @@ class Sharing {
   struct Live {
     std::size_t size;
     std::uint32_t chunk;
+    std::uint32_t generation;
   };
   std::unordered_map<std::uintptr_t, Live> reclaimed_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<std::uint32_t, std::size_t> per_chunk_ ABSL_GUARDED_BY(mu_);

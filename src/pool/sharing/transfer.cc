@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "absl/strings/str_format.h"
 #include "util/status_macros.h"
@@ -66,10 +66,11 @@ absl::Status SendPool(int socket, const WireMessage& header,
     std::vector<int> fds;
     for (std::size_t i = next; i < next + n; ++i) {
       m.chunks.push_back({.index = chunks[i].index,
+                          .generation = chunks[i].generation,
                           .sealed = chunks[i].sealed,
                           .hugetlb_page_bytes = chunks[i].hugetlb_page_bytes,
                           .path = chunks[i].path});
-      fds.push_back(chunks[i].fd);
+      fds.push_back(chunks[i].fd.get());
     }
     next += n;
     m.last = next == chunks.size();
@@ -82,7 +83,7 @@ absl::Status SendPool(int socket, const WireMessage& header,
 
 absl::StatusOr<ReceivedPool> ReceivePool(int socket, WireMessage::Kind kind) {
   ReceivedPool got;
-  std::unordered_set<std::uint32_t> got_chunks;
+  std::unordered_map<std::uint32_t, std::uint32_t> got_chunks;  // index -> generation
   for (bool first = true;; first = false) {
     PINPOOL_ASSIGN_OR_RETURN(os::Message msg, os::ReceiveMessage(socket, kMaxWireBytes));
     PINPOOL_ASSIGN_OR_RETURN(WireMessage m, Decode(msg.payload, msg.fds.size()));
@@ -107,7 +108,7 @@ absl::StatusOr<ReceivedPool> ReceivePool(int socket, WireMessage::Kind kind) {
     }
     for (std::size_t i = 0; i < m.chunks.size(); ++i) {
       const std::uint32_t index = m.chunks[i].index;
-      if (!got_chunks.insert(index).second) {
+      if (!got_chunks.emplace(index, m.chunks[i].generation).second) {
         return absl::InvalidArgumentError(
             absl::StrFormat("chunk %d described twice in one share or handover", index));
       }
@@ -118,9 +119,15 @@ absl::StatusOr<ReceivedPool> ReceivePool(int socket, WireMessage::Kind kind) {
     if (m.last) break;
   }
   for (const BlockHandle& h : got.description.live) {
-    if (!got_chunks.contains(h.chunk)) {
+    const auto chunk = got_chunks.find(h.chunk);
+    if (chunk == got_chunks.end()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "a live block in chunk %d, which the handover does not include", h.chunk));
+    }
+    if (chunk->second != h.generation) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a live block in chunk %d of generation %d; the handover's chunk %d is of generation %d",
+          h.chunk, h.generation, h.chunk, chunk->second));
     }
   }
   return got;

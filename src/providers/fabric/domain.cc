@@ -189,7 +189,8 @@ absl::StatusOr<fid_mr*> FabricDomain::RegisterRange(const void* address, std::si
             key_size_, attr.requested_key));
       }
     }
-    ret = fi_mr_regattr(domain_, &attr, 0, &mr);
+    const int injected = InjectedProviderFault(ProviderCall::kFabricRegister, length);
+    ret = injected != 0 ? -injected : fi_mr_regattr(domain_, &attr, 0, &mr);
     if (ret != -FI_ENOKEY || provider_keys()) break;
   }
   if (ret != 0) {
@@ -201,7 +202,8 @@ absl::StatusOr<fid_mr*> FabricDomain::RegisterRange(const void* address, std::si
   }
   if ((mr_mode_ & FI_MR_ENDPOINT) != 0) {
     if (endpoint == nullptr) endpoint = options_.endpoint;
-    int r = fi_mr_bind(mr, &endpoint->fid, 0);
+    const int injected = InjectedProviderFault(ProviderCall::kFabricBind, length);
+    int r = injected != 0 ? -injected : fi_mr_bind(mr, &endpoint->fid, 0);
     if (r == 0) r = fi_mr_enable(mr);
     if (r != 0) {
       fi_close(&mr->fid);

@@ -54,8 +54,10 @@ absl::Status Post(Direction dir, fid_ep* ep, const Block& block, std::size_t off
   msg.rma_iov = &rma;
   msg.rma_iov_count = 1;
   msg.context = context;
-  const ssize_t ret =
-      dir == Direction::kWrite ? fi_writemsg(ep, &msg, flags) : fi_readmsg(ep, &msg, flags);
+  const int injected = InjectedProviderFault(ProviderCall::kFabricPost, length);
+  const ssize_t ret = injected != 0              ? -injected
+                      : dir == Direction::kWrite ? fi_writemsg(ep, &msg, flags)
+                                                 : fi_readmsg(ep, &msg, flags);
   if (ret == 0) return absl::OkStatus();
   return FabricError(static_cast<int>(ret),
                      dir == Direction::kWrite ? "fi_writemsg" : "fi_readmsg");

@@ -25,6 +25,22 @@ namespace {
 
 std::atomic<unsigned> next_domain_number{0};
 
+// `real()`, unless a test's fault hook fails this call (pinpool/provider.h): then the status of
+// the errno it chose.
+template <typename F>
+ucs_status_t Faulting(ProviderCall call, std::size_t length, F real) {
+  switch (InjectedProviderFault(call, length)) {
+    case 0:
+      return real();
+    case ENOMEM:
+      return UCS_ERR_NO_MEMORY;
+    case EAGAIN:
+      return UCS_ERR_NO_RESOURCE;
+    default:
+      return UCS_ERR_IO_ERROR;
+  }
+}
+
 bool UcxHonoursMemhForRma() {
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
@@ -91,7 +107,9 @@ absl::StatusOr<Keys> UcxDomain::Register(void* base, std::size_t length) {
   params.address = base;
   params.length = length;
   ucp_mem_h memh = nullptr;
-  if (const ucs_status_t s = ucp_mem_map(context_, &params, &memh); s != UCS_OK) {
+  if (const ucs_status_t s = Faulting(ProviderCall::kUcxMap, length,
+                                      [&] { return ucp_mem_map(context_, &params, &memh); });
+      s != UCS_OK) {
     // UCX reports a refused pin (RLIMIT_MEMLOCK) as "Out of memory", as libibverbs does ENOMEM.
     if (s == UCS_ERR_NO_MEMORY && options_.pinning == Pinning::kLongTerm) {
       return PinRefusedError("ucp_mem_map", ENOMEM, length);
@@ -106,7 +124,10 @@ absl::StatusOr<Keys> UcxDomain::Register(void* base, std::size_t length) {
   if (options_.trusted_whole_chunk) {
     void* packed = nullptr;
     std::size_t size = 0;
-    if (const ucs_status_t s = ucp_rkey_pack(context_, memh, &packed, &size); s != UCS_OK) {
+    if (const ucs_status_t s =
+            Faulting(ProviderCall::kUcxPack, length,
+                     [&] { return ucp_rkey_pack(context_, memh, &packed, &size); });
+        s != UCS_OK) {
       ucp_mem_unmap(context_, memh);
       return UcxError(s, absl::StrFormat("ucp_rkey_pack of a chunk mapped with %s", name_));
     }

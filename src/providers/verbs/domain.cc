@@ -133,11 +133,11 @@ VerbsDomain::~VerbsDomain() {
 
 absl::StatusOr<Keys> VerbsDomain::Register(void* base, std::size_t length) {
   PINPOOL_RETURN_IF_ERROR(internal::CheckRegionSize(length, max_mr_size_, name_));
-  errno = 0;
   // With type 2 windows, grants bind windows over the chunk's region, which needs MW_BIND (and
   // nothing else: the region itself keeps no remote rights unless trusted_whole_chunk asks).
   const int flags = access_.ibv_flags() | (windows_.type2 ? IBV_ACCESS_MW_BIND : 0);
-  ibv_mr* mr = ibv_reg_mr(pd_, base, length, flags);
+  errno = internal::os::InjectedFault(internal::os::Call::kVerbsRegister, length);
+  ibv_mr* mr = errno != 0 ? nullptr : ibv_reg_mr(pd_, base, length, flags);
   if (mr == nullptr) {
     const int err = errno != 0 ? errno : EINVAL;  // some providers forget errno
     internal::RegMrContext context{.domain = name_,

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "os/os.h"
 #include "pinpool/descriptor.h"
 #include "pinpool/grant_lock.h"
 #include "pinpool/verbs_remote_access.h"
@@ -34,6 +35,16 @@ namespace {
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// ibv_post_send, open to fault injection (os/os.h: kVerbsPost).
+int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  if (const int injected = internal::os::InjectedFault(internal::os::Call::kVerbsPost, 0);
+      injected != 0) {
+    *bad = wr;
+    return injected;
+  }
+  return ibv_post_send(qp, wr, bad);
 }
 
 }  // namespace
@@ -198,6 +209,9 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::Grant(const Block& block, s
     grant = s_.mechanism == GrantMechanism::kWindow ? GrantWindowLocked(lock, r, chunk_mr, rights)
                                                     : GrantRegionLocked(lock, r, rights);
     if (!grant.ok()) {
+      // No grant: the slot goes back empty (an id left in it would make RevokeAllLocked end a
+      // grant that never was, with no window or region).
+      r = Record{};
       free_slots_.push_back(slot);
       return grant.status();
     }
@@ -232,7 +246,7 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::GrantWindowLocked(GrantLock
                                          (rights.write ? IBV_ACCESS_REMOTE_WRITE : 0) |
                                          (rights.atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
   ibv_send_wr* bad = nullptr;
-  if (const int err = ibv_post_send(s_.qp, &wr, &bad); err != 0) {
+  if (const int err = PostSend(s_.qp, &wr, &bad); err != 0) {
     windows_->Return(mw);  // never bound
     if (err == ENOMEM) {
       return absl::ResourceExhaustedError(
@@ -266,9 +280,11 @@ absl::StatusOr<RemoteGrant> VerbsRemoteAccess::Impl::GrantRegionLocked(GrantLock
                      (rights.read ? IBV_ACCESS_REMOTE_READ : 0) |
                      (rights.write ? IBV_ACCESS_REMOTE_WRITE : 0) |
                      (rights.atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
-  errno = 0;
   const auto start = std::chrono::steady_clock::now();
-  ibv_mr* mr = ibv_reg_mr(s_.domain->pd(), reinterpret_cast<void*>(r.address), r.length, access);
+  errno = internal::os::InjectedFault(internal::os::Call::kVerbsRegister, r.length);
+  ibv_mr* mr = errno != 0 ? nullptr
+                          : ibv_reg_mr(s_.domain->pd(), reinterpret_cast<void*>(r.address),
+                                       r.length, access);
   if (mr == nullptr) {
     const int err = errno != 0 ? errno : EINVAL;
     return absl::Status(
@@ -338,7 +354,7 @@ absl::Status VerbsRemoteAccess::Impl::RevokeLocked(GrantLock& lock, std::uint32_
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.invalidate_rkey = r.rkey;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(s_.qp, &wr, &bad) == 0) {
+  if (PostSend(s_.qp, &wr, &bad) == 0) {
     r.state = State::kRevoking;
     r.inv_posted = true;
     r.inv_posted_at = std::chrono::steady_clock::now();

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "os/os.h"
 
 namespace pinpool::internal {
 namespace {
@@ -74,8 +75,8 @@ WindowPool::~WindowPool() {
 
 absl::Status WindowPool::AllocateLocked(std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
-    errno = 0;
-    ibv_mw* mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
+    errno = internal::os::InjectedFault(internal::os::Call::kVerbsWindow, 0);
+    ibv_mw* mw = errno != 0 ? nullptr : ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
     if (mw == nullptr) {
       const int err = errno != 0 ? errno : ENOMEM;
       return absl::ResourceExhaustedError(absl::StrFormat(

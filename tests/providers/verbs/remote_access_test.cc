@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <random>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "os/os.h"
 #include "pinpool/pool.h"
 #include "pinpool/verbs.h"
 #include "pinpool/verbs_remote_access.h"
@@ -653,6 +655,32 @@ TEST_P(RevocationTest, AChunkWhoseFileIsTruncatedIsGivenBackAndItsGrantsFail) {
   access->reset();
   files->reset();
   EXPECT_EQ(rmdir(dir.c_str()), 0) << "a chunk file was left behind";
+}
+
+// A grant whose bind could not be posted (the send queue full: ENOMEM from ibv_post_send, here
+// injected through the fault hook) is an error, and leaves nothing behind: the next grant works,
+// and the connection's end revokes what is live without touching the grant that never was (the
+// fault sweep found this: the failed grant's record kept its id, and the destructor deallocated a
+// window it did not have, ibv_dealloc_mw(NULL)).
+TEST_F(RemoteAccessTest, AGrantWhoseBindCannotBePostedLeavesNothingBehind) {
+  access_ = MakeAccess(*pair_, GrantMechanism::kWindow);
+  ASSERT_NE(access_, nullptr);
+  Block b = server_->Allocate(4096);
+  static std::atomic<int> refuse{1};
+  refuse = 1;
+  const internal::os::FaultHook previous =
+      internal::os::SetFaultHook([](internal::os::Call call, std::size_t) {
+        return call == internal::os::Call::kVerbsPost && refuse.fetch_sub(1) > 0 ? ENOMEM : 0;
+      });
+  const absl::StatusOr<RemoteGrant> refused = access_->Grant(b, {.read = true});
+  internal::os::SetFaultHook(previous);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_EQ(access_->live_grants(), 0u);
+  absl::StatusOr<RemoteGrant> g = access_->Grant(b, {.read = true});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_WC(IBV_WC_SUCCESS, pair_->Read(Side::kB, PeerBuffer(4096, 0), g->remote()));
+  access_.reset();  // revokes the live grant; crashed here before
+  server_->Deallocate(b);
 }
 
 TEST_F(RemoteAccessTest, AFailedConnectionRevokesEverythingAndReleasesHeldBlocks) {
