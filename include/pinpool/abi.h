@@ -24,7 +24,7 @@
 #define PINPOOL_ABI_H_
 
 // The ABI version. A bump is this line (then record the layouts: docs/abi.md).
-#define PINPOOL_ABI_VERSION 1
+#define PINPOOL_ABI_VERSION 2
 
 #define PINPOOL_ABI_PASTE2_(a, b) a##b
 #define PINPOOL_ABI_PASTE_(a, b) PINPOOL_ABI_PASTE2_(a, b)

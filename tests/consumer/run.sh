@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packaging test (ctest `packaging.consumers`): installs this build tree into a fresh temporary
 # prefix and proves that an application can use it from there, the two ways users will:
-#   1. find_package(pinpool 1.0 CONFIG) + pinpool::pinpool   (tests/consumer/find_package)
+#   1. find_package(pinpool 2.0 CONFIG) + pinpool::pinpool   (tests/consumer/find_package)
 #   2. plain pkg-config, g++ -std=c++20                       (tests/consumer/pkg_config/Makefile)
 # Each consumer is built, checked to load libpinpool from the prefix, and run (must print OK).
 # Also checks the installed layout (no jemalloc shipped), that each installed header compiles on
