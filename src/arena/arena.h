@@ -255,9 +255,10 @@ class Arena {
   // it (the handover failed): the locks are taken again.
   void HandOverFiles(bool handed_over);
   // After HandOverFiles(true): takes every ownership lock back, and the files with them, when no
-  // successor holds one (it did not adopt the pool: its Adopt failed, or it is gone); true then.
-  // False, with nothing taken, when one is held: a successor owns the chunks.
-  bool TakeBackFiles();
+  // successor holds one (it did not adopt the pool: its Adopt failed, or it is gone). With
+  // nothing taken: kFailedPrecondition when one is held (a successor owns the chunks),
+  // kResourceExhausted when flock fails otherwise (ENOLCK).
+  absl::Status TakeBackFiles();
   struct AdoptedChunk {
     std::uint32_t index = 0;
     std::uint32_t generation = 1;  // the predecessor's ChunkInfo::generation: kept

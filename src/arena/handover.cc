@@ -108,15 +108,20 @@ absl::Status Arena::CheckAdoptionHeadroomLocked(std::size_t n) const {
                                       FormatBytes(n * size), s.message()));
 }
 
-bool Arena::TakeBackFiles() {
+absl::Status Arena::TakeBackFiles() {
   MutexLock lock(&mu_);
-  if (!handed_over_) return true;
+  if (!handed_over_) return absl::OkStatus();
   std::vector<int> taken;
   for (os::ChunkFile& f : files_) {
     if (f.fd() < 0) continue;
-    if (os::LockOwnership(f.fd()) != 0) {
+    if (const int err = os::LockOwnership(f.fd()); err != 0) {
       for (int fd : taken) os::UnlockOwnership(fd);
-      return false;
+      if (err == EWOULDBLOCK) {
+        return absl::FailedPreconditionError(
+            "the pool was handed over and a successor adopted it: a pool is adopted once");
+      }
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "taking back the ownership lock (flock) of a chunk's file: %s", std::strerror(err)));
     }
     taken.push_back(f.fd());
   }
@@ -126,7 +131,7 @@ bool Arena::TakeBackFiles() {
       f.set_leased(os::TakeWriteLease(f.fd(), f.path().c_str()).ok());
     }
   }
-  return true;
+  return absl::OkStatus();
 }
 
 absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {

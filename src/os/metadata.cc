@@ -16,13 +16,16 @@ void* MapMetadata(std::size_t length) noexcept {
   if (length == 0 || InjectedFault(Call::kMapMetadata, length) != 0) return nullptr;
   counters().mmap.fetch_add(1, std::memory_order_relaxed);
   void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
+  if (p == MAP_FAILED) return nullptr;
+  counters().metadata_bytes.fetch_add(static_cast<std::int64_t>(length), std::memory_order_relaxed);
+  return p;
 }
 
 void UnmapMetadata(void* at, std::size_t length) noexcept {
   if (at == nullptr) return;
   length = (length + kBasePage - 1) & ~(kBasePage - 1);
   counters().munmap.fetch_add(1, std::memory_order_relaxed);
+  counters().metadata_bytes.fetch_sub(static_cast<std::int64_t>(length), std::memory_order_relaxed);
   munmap(at, length);
 }
 

@@ -35,6 +35,11 @@ struct Counters {
   // Bytes of chunks mapped by MapChunk and not yet given back (UnmapChunk, or Release of the
   // reservation holding them).
   std::atomic<std::int64_t> chunk_bytes{0};
+  // Address space reserved (Reserve) and not yet Released; metadata mapped (MapMetadata) and not
+  // yet unmapped: with chunk_bytes, everything this layer maps, for tests that prove a failure
+  // leaves nothing behind (exactly, where VmSize moves with a sanitizer's own allocator).
+  std::atomic<std::int64_t> reserved_bytes{0};
+  std::atomic<std::int64_t> metadata_bytes{0};
 };
 Counters& counters() noexcept;
 

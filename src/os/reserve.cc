@@ -170,6 +170,7 @@ absl::StatusOr<Range> Reserve(std::size_t length, std::size_t alignment) {
     PINPOOL_CHECK(::munmap(reinterpret_cast<void*>(base + length), tail) == 0,
                   "munmap of reservation tail: %s", std::strerror(errno));
   }
+  counters().reserved_bytes.fetch_add(static_cast<std::int64_t>(length), std::memory_order_relaxed);
   return Range{reinterpret_cast<void*>(base), length};
 }
 
@@ -178,6 +179,8 @@ void Release(Range range, std::size_t chunk_bytes) noexcept {
   counters().munmap.fetch_add(1, std::memory_order_relaxed);
   counters().chunk_bytes.fetch_sub(static_cast<std::int64_t>(chunk_bytes),
                                    std::memory_order_relaxed);
+  counters().reserved_bytes.fetch_sub(static_cast<std::int64_t>(range.length),
+                                      std::memory_order_relaxed);
   PINPOOL_CHECK(::munmap(range.base, range.length) == 0, "munmap of reservation %p + %zu: %s",
                 range.base, range.length, std::strerror(errno));
 }

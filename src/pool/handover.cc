@@ -88,10 +88,7 @@ absl::Status Pool::HandOver(int socket, std::span<const BlockHandle> live) {
     // Handed over, but the successor may have failed to adopt it (its Adopt returned an error,
     // or it went away): then no process holds the chunks' ownership locks, and the pool takes its
     // files back and may be sent again. A successor that adopted holds them.
-    if (!arena_->TakeBackFiles()) {
-      return absl::FailedPreconditionError(
-          "the pool was handed over and a successor adopted it: a pool is adopted once");
-    }
+    PINPOOL_RETURN_IF_ERROR(arena_->TakeBackFiles());
     sharing_->handed_over.store(false);
   }
   if (const std::size_t failed = arena_->failed_adoptions(); failed != 0) {

@@ -161,7 +161,7 @@ TEST(FaultSweep, CreateOnANumaNode) {
 // A pool of one chunk with live blocks grows by Reserve and by allocations that find no room:
 // the old blocks keep their bytes whatever fails, the pool keeps serving, and growth succeeds
 // once the fault is gone (faults_test covers each call's exact counts).
-Outcome GrowScenario(const PoolOptions& options, const std::string& dir = "") {
+Outcome GrowScenario(const PoolOptions& options) {
   Outcome o;
   std::unique_ptr<Pool> pool;
   Live before;
@@ -189,7 +189,6 @@ Outcome GrowScenario(const PoolOptions& options, const std::string& dir = "") {
   after.Check(o);
   FreeAll(*pool, after);
   FreeAll(*pool, before);
-  (void)dir;
   return o;
 }
 

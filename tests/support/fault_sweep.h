@@ -8,7 +8,8 @@
 // each system call and provider call the library makes that can fail, the failure points), then
 // once per point and per errno that call really returns, with exactly that call failing. After
 // every run it checks that nothing leaked: descriptors, threads, VmPin, VmLck, mapped chunk bytes
-// (os::counters), shared mappings, address space (VmSize within kVmSlackBytes) and the files of
+// reservations and metadata (os::counters, exact), shared mappings, address space (VmSize within
+// kVmSlackBytes, without a sanitizer, whose allocator maps as it pleases) and the files of
 // the scenario's directory are back to what they were before the run; the scenario itself checks
 // that its live blocks kept their bytes and that the outcome is one its documentation allows.
 //
@@ -130,6 +131,8 @@ struct Holdings {
   long long vm_lck = 0;
   long long vm_size = 0;
   std::int64_t chunk_bytes = 0;
+  std::int64_t reserved_bytes = 0;
+  std::int64_t metadata_bytes = 0;
   std::size_t shared_mappings = 0;
   std::set<std::string> files;  // in the scenario's directory
 
@@ -146,6 +149,8 @@ struct Holdings {
     h.vm_lck = ProcStatusBytes("VmLck");
     h.vm_size = ProcStatusBytes("VmSize");
     h.chunk_bytes = internal::os::counters().chunk_bytes.load();
+    h.reserved_bytes = internal::os::counters().reserved_bytes.load();
+    h.metadata_bytes = internal::os::counters().metadata_bytes.load();
     std::ifstream maps("/proc/self/maps");
     for (std::string line; std::getline(maps, line);) {
       const std::size_t perms = line.find(' ') + 1;
@@ -170,8 +175,13 @@ struct Holdings {
     add("VmLck", before.vm_lck, vm_lck);
     add("chunk bytes mapped", before.chunk_bytes, chunk_bytes);
     add("shared mappings", before.shared_mappings, shared_mappings);
-    if (std::llabs(vm_size - before.vm_size) > kVmSlackBytes)
+    add("address space reserved", before.reserved_bytes, reserved_bytes);
+    add("metadata mapped", before.metadata_bytes, metadata_bytes);
+    // A sanitizer's allocator grows and shrinks VmSize by megabytes a run: the exact counts above
+    // stand for it there.
+    if (!kMlockIsANoOp && std::llabs(vm_size - before.vm_size) > kVmSlackBytes) {
       add("VmSize", before.vm_size, vm_size);
+    }
     for (const std::string& f : files) {
       if (!before.files.contains(f)) out += "file left: " + f + "; ";
     }
