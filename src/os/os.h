@@ -1,4 +1,4 @@
-// os: the only layer that maps and unmaps memory. Reserves aligned address ranges, maps chunks
+// os: the only room that maps and unmaps memory. Reserves aligned address ranges, maps chunks
 // inside them with a page-size policy, and reports what the kernel actually gave (read back from
 // /proc/self/smaps, never assumed). Knows nothing of registration or allocation.
 //
@@ -23,7 +23,7 @@ namespace pinpool::internal::os {
 // The base page size on every platform pinpool supports (x86-64, arm64 with 4K pages).
 inline constexpr std::size_t kBasePage = std::size_t{4} << 10;
 
-// Calls this layer made into the kernel, for tests that prove the fast path makes none, and
+// Calls this room made into the kernel, for tests that prove the fast path makes none, and
 // what is mapped now, for tests that prove a failure leaves nothing behind.
 struct Counters {
   std::atomic<std::uint64_t> mmap{0};
@@ -36,8 +36,8 @@ struct Counters {
 };
 Counters& counters() noexcept;
 
-// Fault injection, for tests only. When a hook is set, every kernel call of this layer that can
-// fail for want of a resource asks it first (and so does the domain layer before its io_uring
+// Fault injection, for tests only. When a hook is set, every kernel call of this room that can
+// fail for want of a resource asks it first (and so does the domain room before its io_uring
 // buffer registration, the default pool's pin): a non-zero return is taken as the errno of that
 // call, which then takes exactly the path a real failure would. Nothing in the library sets a
 // hook; unset, it costs one relaxed load per call, and none of these calls is on the
