@@ -11,7 +11,7 @@
 #   built (cmake/InstallProviders.cmake)                                  components pinpool_Ucx,
 #                                                                       pinpool_Fabric
 #
-# The library's internals (the layers' objects, also built as the static pinpool_core) are linked
+# The library's internals (the rooms' objects, also built as the static pinpool_core) are linked
 # into libpinpool.so and hidden there (hidden visibility, the version script made from cmake/libpinpool.map.in): they are not
 # installed and are no dependency of consumers. Abseil is (absl::status/statusor appear in public
 # headers), and so is libibverbs (pinpool/verbs.h includes <infiniband/verbs.h>), so both the

@@ -7,7 +7,7 @@
 #   ON (the provider is required: configuring fails without it), OFF (never built).
 #
 # Targets: pinpool_ucx (alias pinpool::ucx), pinpool_fabric (alias pinpool::fabric). Sources live
-# in src/providers/<provider>/, above the core's layers: they use libpinpool's public headers only
+# in src/providers/<provider>/, above the core's rooms: they use libpinpool's public headers only
 # (the users' ones and the implementer's pinpool/provider.h: the Domain interface, checked chunk
 # records, GrantLock for grants), so they link with it like any domain writer's library would.
 # Built with the core's discipline: hidden visibility, PINPOOL_EXPORT on what their header

@@ -6,6 +6,7 @@ The results directory is read, never written, except for plots/ (gnuplot's data 
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -103,9 +104,30 @@ def verdict(ok):
     return "n/a" if ok is None else ("**met**" if ok else "**missed**")
 
 
+def read_loads(path):
+    """load.txt: one line per part's start and end, `name TIME L1 L5 L15` (TIME as
+    2026-11-29T09:30:00Z; older runs wrote `name L1 L5 L15`). name -> (time or None, load1)."""
+    loads = {}
+    if not os.path.exists(path):
+        return loads
+    for line in open(path):
+        f = line.split()
+        if len(f) == 5:
+            loads[f[0]] = (f[1], f[2])
+        elif len(f) == 4:
+            loads[f[0]] = (None, f[1])
+    return loads
+
+
+def anchor(title):
+    """The fragment a Markdown renderer (GitHub's) gives a heading."""
+    return re.sub(r"[^a-z0-9 _-]", "", title.lower()).replace(" ", "-")
+
+
 class Page:
-    """The page being written: its lines, its targets (what, over, result, met), the run's
-    machine and guest descriptions, and the helpers every section uses."""
+    """The page being written: its lines, its targets (what, over, result, met, section), the
+    run's machine and guest descriptions, what it skipped and why, when each part ran under what
+    load, and the helpers every section uses."""
 
     def __init__(self, args):
         self.args = args
@@ -115,8 +137,13 @@ class Page:
             args.command = self.machine["command"]
         self.guest = read_kv(os.path.join(self.out, "guest", "guest.txt"))
         self.hugepages = read_kv(os.path.join(self.out, "hugepages.txt"))
+        self.skipped = read_kv(os.path.join(self.out, "skipped.txt"))
+        self.loads = read_loads(os.path.join(self.out, "load.txt"))
+        self.quick = self.machine.get("quick") == "quick"
         self.lines = []
-        self.targets = []  # (what, target, result, ok)
+        self.targets = []  # (what, over, result, ok, section's anchor)
+        self.current = ""  # the section being written: its anchor
+        self.figures_written = set()
         os.makedirs(args.figures, exist_ok=True)
         self.fig_rel = os.path.relpath(args.figures, os.path.dirname(os.path.abspath(args.markdown)))
 
@@ -124,13 +151,53 @@ class Page:
     def w(self, s=""):
         self.lines.append(s)
 
-    def not_measured(self, why="", target=None):
-        """Says the section was not measured in this run (and why), and records its target, if
-        it has one, as not measured. For a section to return after."""
-        self.w("Not measured in this run" + (f" ({why})." if why else "."))
+    def link(self, doc):
+        """`, [doc](doc)` when the page's directory holds `doc`, else nothing: a section may
+        describe a part whose page this tree does not have yet."""
+        here = os.path.dirname(os.path.abspath(self.args.markdown))
+        return f" ([{doc}]({doc}))" if os.path.exists(os.path.join(here, doc)) else ""
+
+    def section(self, title):
+        """Starts a section: its heading, and the anchor its targets link to."""
+        self.current = anchor(title)
+        self.w(f"## {title}")
+        self.w()
+
+    def target(self, what, over, result, ok):
+        """A row of the Targets table: `ok` True (met), False (missed) or None (not measured)."""
+        self.targets.append((what, over, result, ok, self.current))
+
+    def measured(self, *parts, guest=False):
+        """A line saying when the section's parts ran and under what load (load.txt), for the
+        figures below it. `parts` name load.txt's `<part>_start` and `<part>_end` entries; the
+        section's span is the first's start to the last's end."""
+        start = self.loads.get(parts[0] + "_start")
+        end = self.loads.get(parts[-1] + "_end")
+        if not start and not end:
+            return
+        def hhmm(t):
+            return t[11:16] if t else "?"
+        if start and start[0]:
+            a, b = hhmm(start[0]), hhmm(end[0] if end else None)
+            when = f"{start[0][:10]} {a}{'-' + b if b != a else ''} UTC"
+        else:
+            when = self.machine.get("date", "?")
+        load = (f"load average (1 min) {start[1] if start else '?'} at the start, "
+                f"{end[1] if end else '?'} at the end")
+        where = "in the soft-RoCE guest; host " if guest else ""
+        self.w(f"*Measured {when}, commit `{self.machine.get('commit', '?')}`, {where}{load}"
+               + (" (--quick: not results)" if self.quick else "") + ".*")
+        self.w()
+
+    def not_measured(self, why="", target=None, part=None):
+        """Says the section was not measured in this run (and why: `why`, else the reason the
+        script recorded for `part` in skipped.txt), and records its target, if it has one, as
+        not measured. For a section to return after."""
+        why = why or self.skipped.get(part or "", "")
+        self.w("Not measured in this run" + (f": {why}." if why else "."))
         self.w()
         if target:
-            self.targets.append((target, "", "not measured", None))
+            self.target(target, "", "not measured" + (f" ({why})" if why else ""), None)
 
     def machine_line(self, guest=False):
         m = self.machine
@@ -156,6 +223,7 @@ class Page:
             with open(os.path.join(work, fname), "w") as f:
                 f.write(text)
         png = os.path.abspath(os.path.join(self.args.figures, name + ".png"))
+        self.figures_written.add(name + ".png")
         m = dict(self.machine, **(run or {}))
         line1 = (f"command: {(run or {}).get('command', self.args.command)}   date: {m.get('date', '?')}   "
                  f"commit: {m.get('commit', '?')}").replace('"', "'")
@@ -175,3 +243,10 @@ class Page:
         self.w()
         self.w(f"<sub>{self.caption(guest, run)}</sub>")
         self.w()
+
+    def remove_stale_figures(self):
+        """Figures of an earlier run that this one did not draw (a part it skipped) go, so that
+        no figure in the directory is older than the page."""
+        for name in os.listdir(self.args.figures):
+            if name.endswith(".png") and name not in self.figures_written:
+                os.remove(os.path.join(self.args.figures, name))

@@ -1,27 +1,33 @@
 """3. Growth: bytes pinned per second by page size and domain (growth_host.json,
 guest/growth_verbs.json).
 
-write(doc) appends the section to the page (a common.Page) and its targets to doc.targets."""
+write(doc) appends the section to the page (a common.Page) and its targets to the Targets table (doc.target)."""
 import os
 
 from report_sections.common import Results
 
 
 def write(doc):
-    doc.w("## 3. Growth: adding and registering chunks")
-    doc.w()
+    doc.section("3. Growth: adding and registering chunks")
     host = Results(os.path.join(doc.out, "growth_host.json"))
     verbs = Results(os.path.join(doc.out, "guest", "growth_verbs.json"))
     hp = doc.hugepages
-    doc.w(f"GB/s registered (10^9 bytes per second; pinned long-term, or for mlock only locked) for `Pool::Reserve` of {int(hp.get('growth_mib', '0'))} MiB on the "
-           f"host (1 GiB chunks for 1 GiB pages, 64 MiB chunks otherwise) and "
-           f"{doc.guest.get('growth_mib', '?')} MiB in the guest, from an empty pool: map, fault in "
-           "(populated) or not, and register every chunk. The page size is required, never a "
-           "fallback; a page size the kernel could not give shows its error. Host huge pages "
-           f"set by the script for the run: {hp.get('hugepages_2M', '?')} x 2 MiB, "
-           f"{hp.get('hugepages_1G', '?')} x 1 GiB (restored afterwards); guest: "
-           f"{doc.guest.get('hugepages_2M', '?')} x 2 MiB. The guest runs under TCG, 10-50x "
-           "slower than native: compare its rows with each other, not with the host's.")
+    if not host.present and not verbs.present:
+        return doc.not_measured()
+    doc.measured("growth")
+    if verbs.present:
+        doc.measured("guest", guest=True)
+    guest = (f" and {doc.guest.get('growth_mib', '?')} MiB in the guest" if verbs.present else "")
+    doc.w("GB/s registered (10^9 bytes per second; pinned long-term, or for mlock only locked) for "
+          f"`Pool::Reserve` of {int(hp.get('growth_mib', '0'))} MiB on the host (1 GiB chunks for "
+          f"1 GiB pages, 64 MiB chunks otherwise){guest}, from an empty pool: map, fault in "
+          "(populated) or not, and register every chunk. The page size is required, never a "
+          "fallback; a page size the kernel could not give shows its error. Host huge pages set by "
+          f"the script for the run: {hp.get('hugepages_2M', '?')} x 2 MiB, "
+          f"{hp.get('hugepages_1G', '?')} x 1 GiB (restored afterwards)"
+          + (f"; guest: {doc.guest.get('hugepages_2M', '?')} x 2 MiB. The guest runs under TCG, "
+             "10-50x slower than native: compare its rows with each other, not with the host's."
+             if verbs.present else "."))
     doc.w()
     doc.w("| domain | page size | populated GB/s | not populated GB/s |")
     doc.w("|---|---|---|---|")

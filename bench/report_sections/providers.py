@@ -1,7 +1,7 @@
 """7. UCX and libfabric domains: a put from a pool block against the providers' own ways
 (guest/providers*.json).
 
-write(doc) appends the section to the page (a common.Page) and its targets to doc.targets."""
+write(doc) appends the section to the page (a common.Page) and its targets to the Targets table (doc.target)."""
 import os
 
 from report_sections.common import Results, fmt_ns, fmt_size, fmt_ratio
@@ -11,13 +11,14 @@ def write(doc):
     """A put through UCX and through libfabric from a pool block vs the providers' own ways of
     getting a buffer ready (bench/providers_benchmark.cc; guest files providers.json and
     providers_nocache.json). Self-contained: tables of medians and ratios, no figure."""
-    doc.w("## 7. Through UCX and libfabric: a put from a pool block (soft-RoCE, in the guest)")
-    doc.w()
+    doc.section("7. Through UCX and libfabric: a put from a pool block (soft-RoCE, in the guest)")
     r = Results(os.path.join(doc.out, "guest", "providers.json"))
     nc = Results(os.path.join(doc.out, "guest", "providers_nocache.json"))
     if not r.present:
-        return doc.not_measured("no guest, or no providers_benchmark: it needs libucx-dev and "
-                                "libfabric-dev")
+        if "guest" in doc.skipped:
+            return doc.not_measured(part="guest")
+        return doc.not_measured("no providers_benchmark: it needs libucx-dev and libfabric-dev")
+    doc.measured("guest", guest=True)
     ctx = r.context
     doc.w("Time to get a buffer ready, fill it and have its bytes at the target (one put from one "
            "worker or endpoint to another over rxe0, completed at the target before the next), "

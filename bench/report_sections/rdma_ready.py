@@ -1,19 +1,20 @@
 """2. RDMA-ready buffer: a pool block against registering per buffer and the registration caches
 of UCX and libfabric (guest/rdma_ready*.json).
 
-write(doc) appends the section to the page (a common.Page) and its targets to doc.targets."""
+write(doc) appends the section to the page (a common.Page) and its targets to the Targets table (doc.target)."""
 import os
 
 from report_sections.common import Results, fmt_ns, fmt_size, fmt_ratio
 
 
 def write(doc):
-    doc.w("## 2. Getting an RDMA-ready buffer (soft-RoCE, in the guest)")
-    doc.w()
+    doc.section("2. Getting an RDMA-ready buffer (soft-RoCE, in the guest)")
     r = Results(os.path.join(doc.out, "guest", "rdma_ready.json"))
     nc = Results(os.path.join(doc.out, "guest", "rdma_ready_nocache.json"))
     if not r.present:
-        return doc.not_measured("no guest", "RDMA-ready buffer")
+        return doc.not_measured(target="RDMA-ready buffer against per-buffer registration and "
+                                "registration caches", part="guest")
+    doc.measured("guest", guest=True)
     doc.w("Time to get a buffer with its lkey and rkey ready, and give it back, on rxe0 in one "
            "process, medians. Per-buffer registration: `verbs_reg` = malloc + `ibv_reg_mr` + "
            "`ibv_dereg_mr` + free; `ucx_direct` = malloc + `ucp_mem_map` + `ucp_rkey_pack` + "
@@ -72,12 +73,12 @@ def write(doc):
             worst5 = (rh, s, best)
         doc.w(f"| {fmt_size(s)} | {fmt_ratio(rv, 0)} | {fmt_ratio(ru, 0)} | {fmt_ratio(rf, 0)} | {best or 'n/a'} | {fmt_ratio(rh, 1)} | {'yes' if a else 'no'} | {'yes' if b else 'no'} |")
     doc.w()
-    doc.targets.append(("RDMA-ready buffer ≥ 100x faster than per-buffer `ibv_reg_mr`", "every size 4 KiB-4 MiB",
+    doc.target("RDMA-ready buffer ≥ 100x faster than per-buffer `ibv_reg_mr`", "every size 4 KiB-4 MiB",
                          f"smallest ratio {worst100[0]:.0f}x at {fmt_size(worst100[1])}" if worst100 else "n/a",
-                         ok100 if n else None))
-    doc.targets.append(("RDMA-ready buffer ≥ 5x faster than the best registration-cache hit", "every size",
+                         ok100 if n else None)
+    doc.target("RDMA-ready buffer ≥ 5x faster than the best registration-cache hit", "every size",
                          f"smallest ratio {worst5[0]:.1f}x at {fmt_size(worst5[1])} (vs {worst5[2]})" if worst5 else "n/a",
-                         ok5 if n else None))
+                         ok5 if n else None)
     data = {}
     for m in methods:
         data[f"ready_{m}.dat"] = "".join(f"{s} {t(m, s)}\n" for s in sizes if t(m, s))

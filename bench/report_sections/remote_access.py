@@ -1,18 +1,19 @@
 """6. Remote access: per-block grants against per-buffer registration and chunk-wide keys
 (guest/remote_access.json).
 
-write(doc) appends the section to the page (a common.Page) and its targets to doc.targets."""
+write(doc) appends the section to the page (a common.Page) and its targets to the Targets table (doc.target)."""
 import os
 
 from report_sections.common import Results, fmt_ns, fmt_size, fmt_ratio
 
 
 def write(doc):
-    doc.w("## 6. Remote access: per-block grants (soft-RoCE, in the guest)")
-    doc.w()
+    doc.section("6. Remote access: per-block grants (soft-RoCE, in the guest)")
     r = Results(os.path.join(doc.out, "guest", "remote_access.json"))
     if not r.present:
-        return doc.not_measured("no guest", "Grant + revocation cheaper than per-buffer registration")
+        return doc.not_measured(target="Grant + revocation cheaper than per-buffer registration",
+                                part="guest")
+    doc.measured("guest", guest=True)
     doc.w("What it costs to give a peer one block and take it back (`pinpool::VerbsRemoteAccess`, "
            "[remote-access.md](remote-access.md)), on rxe0, medians, `bench/remote_access_benchmark.cc`. "
            "`grant_revoke/window` = `Grant` (a type 2 window bound by a work request on the QP) + "
@@ -57,12 +58,12 @@ def write(doc):
             worst_r = (pb / gr, s)
         doc.w(f"| {fmt_size(s)} | {fmt_ratio(pb / gw)} | {fmt_ratio(pb / gr)} | {'yes' if gw < pb else 'no'} | {'yes' if gr < pb else 'no'} |")
     doc.w()
-    doc.targets.append(("Window grant + revocation cheaper than per-buffer registration (rxe)", "every size 4 KiB-4 MiB",
+    doc.target("Window grant + revocation cheaper than per-buffer registration (rxe)", "every size 4 KiB-4 MiB",
                          f"per-buffer / grant at least {worst_w[0]:.2f}x ({fmt_size(worst_w[1])})" if worst_w else "n/a",
-                         ok_w if n else None))
-    doc.targets.append(("Range-region grant + revocation cheaper than per-buffer registration (rxe)", "every size 4 KiB-4 MiB",
+                         ok_w if n else None)
+    doc.target("Range-region grant + revocation cheaper than per-buffer registration (rxe)", "every size 4 KiB-4 MiB",
                          f"per-buffer / grant at least {worst_r[0]:.2f}x ({fmt_size(worst_r[1])})" if worst_r else "n/a",
-                         ok_r if n else None))
+                         ok_r if n else None)
 
     doc.w("Request loop: the peer RDMA WRITEs the block and sends a 0-byte \"done\" message the server "
            "receives. `chunk_wide` uses the chunk's rkey (`VerbsAccess::trusted_whole_chunk`: nothing per "
@@ -94,7 +95,7 @@ def write(doc):
         rr = v["region"] / base if v["region"] else None
         doc.w(f"| {fmt_size(s)} | {cells} | {fmt_ratio(ratio)} | {fmt_ratio(rl)} | {fmt_ratio(rr)} | ≤ {limit} {'met' if ok else 'missed'} |")
     doc.w()
-    doc.targets.append(("Window request loop with SEND_WITH_INV within 1.25x of chunk-wide keys at 4 KiB, 1.05x from 64 KiB",
+    doc.target("Window request loop with SEND_WITH_INV within 1.25x of chunk-wide keys at 4 KiB, 1.05x from 64 KiB",
                          "4 KiB-4 MiB",
                          f"worst {worst[0]:.2f}x at {fmt_size(worst[1])} (limit {worst[2]})" if worst else "n/a",
-                         ok_loop if n else None))
+                         ok_loop if n else None)

@@ -1,7 +1,7 @@
 """5. Data path: RDMA WRITE from pool blocks against buffers registered once and perftest's
 ib_write_bw (guest/wire-*.json, guest/ib_write_bw-*.txt).
 
-write(doc) appends the section to the page (a common.Page) and its targets to doc.targets."""
+write(doc) appends the section to the page (a common.Page) and its targets to the Targets table (doc.target)."""
 import os
 import re
 
@@ -9,15 +9,15 @@ from report_sections.common import MIB, Results, fmt_size, fmt_ratio
 
 
 def write(doc):
-    doc.w("## 5. Data path: RDMA WRITE throughput (soft-RoCE, in the guest)")
-    doc.w()
+    doc.section("5. Data path: RDMA WRITE throughput (soft-RoCE, in the guest)")
     guest = os.path.join(doc.out, "guest")
     rounds = sorted(int(m.group(1)) for f in (os.listdir(guest) if os.path.isdir(guest) else [])
                     for m in [re.match(r"wire-(\d+)\.json$", f)] if m)
     results = [Results(os.path.join(guest, f"wire-{k}.json")) for k in rounds]
     results = [r for r in results if r.present]
     if not results:
-        return doc.not_measured("no guest", "Wire throughput within 5% of ib_write_bw")
+        return doc.not_measured(target="Wire throughput within 5% of ib_write_bw", part="guest")
+    doc.measured("guest", guest=True)
     doc.w("MiB/s of RDMA WRITE over two loopback RC QPs on rxe0: `pool` writes from a pool block "
            "into a pool block (the block's lkey, the peer block's rkey); `registered_once` does "
            "the same loop between two buffers each registered once with `ibv_reg_mr`; "
@@ -85,9 +85,9 @@ def write(doc):
     if cmd:
         doc.w(f"ib_write_bw client command (largest size): `{cmd}`")
         doc.w()
-    doc.targets.append(("Wire throughput from pool blocks within 5% of ib_write_bw", "every size",
+    doc.target("Wire throughput from pool blocks within 5% of ib_write_bw", "every size",
                          f"lowest pool / ib_write_bw {worst[0]:.2f} at {fmt_size(worst[1])}" if worst else "n/a",
-                         ok_all if n else None))
+                         ok_all if n else None)
     data = {f"wire_{k}.dat": "".join(f"{s} {v}\n" for s, v in v_) for k, v_ in pts.items()}
     body = ['set title "RDMA WRITE throughput on rxe0, medians of the rounds (higher is better)"',
             'set logscale x', 'set xtics ("4K" 4096, "64K" 65536, "1M" 1048576)',

@@ -199,7 +199,7 @@ inline constexpr std::uint64_t kMarkHash = 0x9e3779b97f4a7c15;  // 2^64 / the go
 // missed on the mark at every free; spread over the page's 64 lines, they stay cached. A free
 // pays 4 instructions for it (the row's word, a multiplication, a shift, the address), an
 // allocation above kMaxUncreditedSize 3 (the bin's copy of the word, a multiplication, a shift)
-// (docs/instruction-counts.md, fast_v8 and fast).
+// (docs/instruction-counts.md).
 PINPOOL_FAST_INLINE MarkWord* MarkOf(void* p, std::uint64_t hash) noexcept {
   return static_cast<MarkWord*>(p) + ((reinterpret_cast<std::uintptr_t>(p) * hash) >> 55);
 }

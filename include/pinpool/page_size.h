@@ -1,5 +1,5 @@
 // PageSize: the page sizes a pool's chunks can be mapped with, as a policy (the largest to try)
-// and as a report (what the kernel gave). Plain vocabulary, all constexpr: the os layer and the
+// and as a report (what the kernel gave). Plain vocabulary, all constexpr: the os room and the
 // public options share it.
 #ifndef PINPOOL_PAGE_SIZE_H_
 #define PINPOOL_PAGE_SIZE_H_

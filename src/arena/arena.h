@@ -1,4 +1,5 @@
-// Arena: the chunks of one pool, and the only code that calls into domains.
+// Arena: the chunks of one pool, and the only code that registers memory with domains
+// (Register, Deregister; the pool reads a domain's figures for its stats).
 //
 // At creation it reserves one virtual range of budget bytes aligned to the chunk size, so that
 // `address -> chunk -> keys` is a subtraction, a shift and one acquire load (ChunkOf), with no
@@ -26,11 +27,11 @@
 //
 // The chunk table's entries are the ChunkInfo's address, with bit 0 (kSlowFreeTag) set while the
 // pool has remotely granted blocks in the chunk; an unmapped chunk's entry is the tag alone. So
-// the pool's fast free path needs only the entry it loads anyway, and one bit test, to send
-// every free that needs more (foreign memory, granted blocks: pool/grants/registry.h) to its
-// slow path. ChunkInfo records are immutable once published and never freed before the arena
-// (a trimmed chunk's record is retired, not deleted), so a lock-free reader racing a trim reads a
-// valid record.
+// the pool's slow paths and Trim need only that entry, and one bit test, to tell a chunk whose
+// frees need more (foreign memory, granted blocks: pool/grants/registry.h); the inline free reads
+// the heap's page map instead, whose entries carry a grant tag of their own. ChunkInfo records
+// are immutable once published and never freed before the arena (a trimmed chunk's record is
+// retired, not deleted), so a lock-free reader racing a trim reads a valid record.
 //
 // Chunks backed by files (ArenaConfig::backing: memfds, files in a directory) each have one
 // os::ChunkFile, held by the arena per slot (files_) from publication until the chunk is trimmed
@@ -48,7 +49,7 @@
 // live blocks of the predecessor is published "held" (all of it carved: no Carve hands it out)
 // until the pool returns it with ReturnChunk; an allocation never waits for a held chunk in flight.
 //
-// Thread safety: ChunkOf/SameChunk/Carved/BelowWatermark are lock-free and may race with growth
+// Thread safety: ChunkOf/Carved/BelowWatermark are lock-free and may race with growth
 // and trim. Everything else takes `mu_` (briefly: never across a map or a registration).
 // SetGranted and BeginGiveBack are called under the pool's grant lock (so a withdrawn chunk keeps
 // its tag).
@@ -169,11 +170,6 @@ class Arena {
   // load: only for an address of a block the reader holds, whose path through the heap's locks
   // orders the write before the read (the pool's inline allocation builds its Block from it).
   const ChunkInfo* const* chunk_records() const noexcept { return records_.get(); }
-
-  bool SameChunk(const void* a, const void* b) const noexcept {
-    return ((reinterpret_cast<std::uintptr_t>(a) - base_) >> chunk_shift_) ==
-           ((reinterpret_cast<std::uintptr_t>(b) - base_) >> chunk_shift_);
-  }
 
   // True when `p` lies in space of its chunk that Carve has handed out (so the heap has
   // pages there). `p` must lie in a mapped chunk (ChunkOf(p) != null). Lock-free.

@@ -1,6 +1,6 @@
 // The transfer checks of pinpool/provider.h, for the writers of domains and providers: one wording
 // of "that range is not inside the block" for every provider; and the provider libraries' way to
-// the fault hook (os/os.h). (PinRefusedError, the other function of that header this layer
+// the fault hook (os/os.h). (PinRefusedError, the other function of that header this room
 // exports, is in memlock.cc with the rest of the memlock wording.)
 //
 // Owns nothing; pure functions, safe from any thread.

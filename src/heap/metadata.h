@@ -1,6 +1,6 @@
 // MetadataArena: where a heap keeps its own bookkeeping (page map arrays, span records, transfer
 // stacks, thread caches' bins; not the caches' heads: ThreadCache::New): bump allocation from
-// regions the os layer maps (os::MapMetadata), never malloc or operator new, all given back at once
+// regions the os room maps (os::MapMetadata), never malloc or operator new, all given back at once
 // when the heap goes. Nothing is freed one by one: callers recycle what they can (spans)
 // themselves.
 //

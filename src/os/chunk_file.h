@@ -1,4 +1,4 @@
-// Inside the os layer: creating the file behind a memfd- or file-backed chunk (chunk_file.cc),
+// Inside the os room: creating the file behind a memfd- or file-backed chunk (chunk_file.cc),
 // for map_chunk.cc. The types (BackingSpec, ChunkFile) are in os.h.
 // Thread-safe: no state.
 #ifndef PINPOOL_OS_CHUNK_FILE_H_

@@ -1,4 +1,4 @@
-// Inside the os layer: messages with file descriptors over a connected Unix stream socket
+// Inside the os room: messages with file descriptors over a connected Unix stream socket
 // (SCM_RIGHTS), for sharing a pool's chunks with other processes and handing a pool over
 // (wire/share_message.h says what the bytes mean).
 //

@@ -1,4 +1,4 @@
-// Inside the os layer: the write lease pinpool holds on a file-backed chunk's file (kFile
+// Inside the os room: the write lease pinpool holds on a file-backed chunk's file (kFile
 // backing), so that it learns when another process wants the file's pages (an open for writing,
 // a truncate, an O_TRUNC open, even an open for reading) before the kernel lets that happen, and
 // can give the chunk back first (docs/backing.md, "Taking memory back").

@@ -1,5 +1,5 @@
 // Allocator metadata memory: plain anonymous mappings, counted like every other mapping of this
-// layer and open to fault injection. The heap takes its own bookkeeping from here rather than
+// room and open to fault injection. The heap takes its own bookkeeping from here rather than
 // from malloc or operator new, so that an application that routes malloc (or operator new) to a
 // pool never recurses into it, and so that its steady state calls no allocator at all.
 // Thread-safe.

@@ -1,4 +1,4 @@
-// os: the only layer that maps and unmaps memory. Reserves aligned address ranges, maps chunks
+// os: the only room that maps and unmaps memory. Reserves aligned address ranges, maps chunks
 // inside them with a page-size policy, and reports what the kernel actually gave (read back from
 // /proc/self/smaps, never assumed). Knows nothing of registration or allocation.
 //
@@ -25,7 +25,7 @@ namespace pinpool::internal::os {
 // The base page size on every platform pinpool supports (x86-64, arm64 with 4K pages).
 inline constexpr std::size_t kBasePage = std::size_t{4} << 10;
 
-// Calls this layer made into the kernel, for tests that prove the fast path makes none, and
+// Calls this room made into the kernel, for tests that prove the fast path makes none, and
 // what is mapped now, for tests that prove a failure leaves nothing behind.
 struct Counters {
   std::atomic<std::uint64_t> mmap{0};
@@ -36,7 +36,7 @@ struct Counters {
   // reservation holding them).
   std::atomic<std::int64_t> chunk_bytes{0};
   // Address space reserved (Reserve) and not yet Released; metadata mapped (MapMetadata) and not
-  // yet unmapped: with chunk_bytes, everything this layer maps, for tests that prove a failure
+  // yet unmapped: with chunk_bytes, everything this room maps, for tests that prove a failure
   // leaves nothing behind (exactly, where VmSize moves with a sanitizer's own allocator).
   std::atomic<std::int64_t> reserved_bytes{0};
   std::atomic<std::int64_t> metadata_bytes{0};
@@ -44,7 +44,7 @@ struct Counters {
 Counters& counters() noexcept;
 
 // Fault injection, for tests only. When a hook is set, every call the library makes that can fail
-// asks it first: the kernel calls of this layer and of the rooms above it (the domains' io_uring
+// asks it first: the kernel calls of this room and of the rooms above it (the domains' io_uring
 // calls, the heap's membarrier, the metrics socket, threads), and the providers' backend calls
 // (verbs here; UCX and libfabric through pinpool/provider.h's InjectedProviderFault). A non-zero
 // return is taken as the errno of that call (for UCX and libfabric: the status that errno

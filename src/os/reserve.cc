@@ -1,6 +1,6 @@
 // Address-space reservations: PROT_NONE, MAP_NORESERVE ranges that cost no memory and keep every
 // other mapping of the process out, so that chunks can later be mapped MAP_FIXED inside them and
-// `pointer -> chunk` is an index computation. Also owns the layer's syscall counters, the fault
+// `pointer -> chunk` is an index computation. Also owns the room's syscall counters, the fault
 // hook, and the one way the library starts a thread (StartThread).
 //
 // Invariant: a Range returned by Reserve is aligned to the requested alignment and stays mapped

@@ -1,5 +1,5 @@
 // What the kernel says backs a chunk, read back from /proc/self/smaps rather than assumed (the
-// kernel gives fewer huge pages than asked without an error). Also the layer's reader for /proc
+// kernel gives fewer huge pages than asked without an error). Also the room's reader for /proc
 // and /sys files.
 //
 // The trap: the kernel merges adjacent VMAs with identical flags, so two chunks mapped side by
@@ -87,7 +87,7 @@ class Fd {
   int fd_;
 };
 
-// One /proc/self/smaps entry, the fields this layer uses.
+// One /proc/self/smaps entry, the fields this room uses.
 struct Vma {
   std::uintptr_t start = 0;
   std::uintptr_t end = 0;

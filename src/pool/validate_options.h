@@ -35,7 +35,7 @@ inline constexpr std::size_t kMaxBufferClasses = 254;
 // within the budget; the reservations together within the budget (each class listed).
 absl::Status ValidateClasses(const PoolOptions& options);
 
-// The os layer's words for PoolOptions::backing (the arena names each chunk's file).
+// The os room's words for PoolOptions::backing (the arena names each chunk's file).
 os::BackingSpec ToBackingSpec(const Backing& backing);
 
 }  // namespace pinpool::internal

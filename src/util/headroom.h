@@ -1,5 +1,5 @@
 // What may still be locked or pinned under RLIMIT_MEMLOCK: the one such computation in pinpool,
-// for the os layer's live state (os::MemlockState) and for reports made from a PoolStats.
+// for the os room's live state (os::MemlockState) and for reports made from a PoolStats.
 // Thread-safe: a pure function.
 #ifndef PINPOOL_UTIL_HEADROOM_H_
 #define PINPOOL_UTIL_HEADROOM_H_

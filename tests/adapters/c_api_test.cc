@@ -105,7 +105,7 @@ TEST(CApiCreateTest, InvalidPageSizeIsEinval) {
 }
 
 // Required huge pages that are not there: the system must change first (kFailedPrecondition),
-// which the C API reports as -EAGAIN with the fix in the message. (The os layer's fault hook
+// which the C API reports as -EAGAIN with the fix in the message. (The os room's fault hook
 // makes the hugetlb mapping fail as it does when none are reserved.)
 TEST(CApiCreateTest, RequiredHugePagesMissingIsEagainWithTheFix) {
   using pinpool::internal::os::Call;

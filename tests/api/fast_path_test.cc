@@ -1,7 +1,7 @@
 // The fast path makes no system call and no registration: counted, not assumed.
 //
 // 1. Counters: once the pool is warm, 10^6 allocate/free pairs change neither the number of
-//    registrations (counting fake domain) nor of mmap/munmap/madvise calls (os layer counters).
+//    registrations (counting fake domain) nor of mmap/munmap/madvise calls (os room counters).
 // 2. The kernel's word for it: a child process warms a pool, then installs a seccomp filter that
 //    kills it on ANY system call but exit, and runs 10^6 allocate/free pairs. A single system
 //    call anywhere below Allocate/Deallocate (every layer of the heap) kills the child with SIGSYS

@@ -1,10 +1,10 @@
 // Faults injected through the two seams below the pool: the domain (a fake that fails the Nth
-// registration) and the os layer (os::SetFaultHook makes a chosen kernel call fail with a chosen
+// registration) and the os room (os::SetFaultHook makes a chosen kernel call fail with a chosen
 // errno, taking the same path a real failure would). After each fault:
 //  - the error names what failed,
 //  - the pool keeps serving from the chunks it has, with the right keys,
 //  - the counts are exactly what they should be: live registrations per domain, chunk bytes the
-//    os layer says are mapped, what /proc/self/maps shows over the pool's range (rw chunks,
+//    os room says are mapped, what /proc/self/maps shows over the pool's range (rw chunks,
 //    PROT_NONE reservation, no hole), long-term pinned bytes (VmPin) for the default domain and
 //    locked bytes (VmLck) for the resident (mlock) domain,
 //  - and the next growth, with the fault gone, succeeds.

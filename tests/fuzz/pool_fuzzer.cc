@@ -14,7 +14,7 @@
 // Operations: allocate (sizes from 1 B to the largest block, alignments valid and not), free by
 // Block, by address and sized, reallocate (by Block and by address), lookup of interior and
 // foreign pointers, usable size, reserve (setup-time growth), bursts of small allocations, and
-// faults: a fake domain refusing its next registrations, the os layer refusing its next mappings.
+// faults: a fake domain refusing its next registrations, the os room refusing its next mappings.
 // Checked per operation (O(log n) in the live blocks): each result as the API states it; a new
 // block lies inside one chunk whose keys each fake domain registered for that chunk (and reports
 // those keys) and overlaps no live block (an interval map); a block freed, reallocated or looked
@@ -73,7 +73,7 @@ using pinpool::testing::CountingDomain;
 std::size_t current_config = 0;
 std::uint64_t current_input = 0;
 
-// Mappings the os layer should refuse from now on (fault injection through its hook).
+// Mappings the os room should refuse from now on (fault injection through its hook).
 int mmap_failures_left = 0;
 int FailMappings(pinpool::internal::os::Call call, std::size_t) {
   using pinpool::internal::os::Call;
@@ -382,7 +382,7 @@ class Input {
         domains_[in_.ConsumeIntegralInRange<std::size_t>(0, domains_.size() - 1)]->FailRegistration(
             in_.ConsumeIntegralInRange(0, 3));
         break;
-      case 11:  // the os layer refuses the next mappings
+      case 11:  // the os room refuses the next mappings
         mmap_failures_left = in_.ConsumeIntegralInRange(0, 2);
         break;
       default: {  // a burst of small allocations and frees (the thread cache's fast path)
@@ -420,7 +420,7 @@ class Input {
     }
   }
 
-  // The whole-pool checks: stats against the domains, the os layer and the live blocks.
+  // The whole-pool checks: stats against the domains, the os room and the live blocks.
   void CheckPool() {
     std::size_t live_bytes = 0;
     for (const auto& [start, l] : live_) live_bytes += l.block.size();
@@ -450,7 +450,7 @@ class Input {
     }
     FUZZ_CHECK(pinpool::internal::os::counters().chunk_bytes.load() - chunk_bytes_at_start ==
                    PoolsMappedBytes(),
-               "the os layer maps other than the pools' chunks");
+               "the os room maps other than the pools' chunks");
     FUZZ_CHECK(s.thread_cache_bytes <= s.thread_cache_limit_bytes, "thread cache %zu over %zu",
                s.thread_cache_bytes, s.thread_cache_limit_bytes);
     FUZZ_CHECK(s.transfer_cache_bytes <= s.transfer_cache_limit_bytes, "transfer %zu over %zu",

@@ -1,4 +1,4 @@
-// MetadataArena (src/heap/metadata.h): zeroed, 64-byte-aligned memory from regions the os layer
+// MetadataArena (src/heap/metadata.h): zeroed, 64-byte-aligned memory from regions the os room
 // maps (counted there, never malloc), large requests in regions of their own, everything unmapped
 // when the arena goes; and a refusal from the kernel is a null, not a crash.
 #include "heap/metadata.h"
@@ -39,7 +39,7 @@ TEST(MetadataArenaTest, HandsOutZeroedAlignedDisjointMemoryFromMappedRegions) {
       EXPECT_TRUE(seen.insert(reinterpret_cast<std::uintptr_t>(p)).second);
     }
     EXPECT_GE(arena.mapped_bytes(), (std::size_t{4} << 20));
-    EXPECT_GT(os.mmap.load(), mmaps) << "regions come from the os layer";
+    EXPECT_GT(os.mmap.load(), mmaps) << "regions come from the os room";
   }
   EXPECT_EQ(os.munmap.load() - munmaps, os.mmap.load() - mmaps) << "every region unmapped";
 }

@@ -1,4 +1,4 @@
-// The os layer's small pure helpers: the one parser of "Key: value" /proc files, the page-size
+// The os room's small pure helpers: the one parser of "Key: value" /proc files, the page-size
 // order MapChunk (and pinpool-info) walk, and the one memlock headroom computation.
 #include "os/kernel_fields.h"
 

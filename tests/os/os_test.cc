@@ -1,4 +1,4 @@
-// Tests of the os layer against the real kernel: every claim MapChunk makes about page sizes is
+// Tests of the os room against the real kernel: every claim MapChunk makes about page sizes is
 // checked against /proc/self/smaps (parsed here independently), residency against mincore, and
 // reservations against MAP_FIXED_NOREPLACE probes. Tests that need huge pages set
 // /proc/sys/vm/nr_hugepages when root and restore it; they skip with a reason otherwise.

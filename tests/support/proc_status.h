@@ -1,5 +1,5 @@
 // Fields of /proc/self/status (VmLck, VmPin, VmSize, ...) in bytes, for tests that check what a
-// pool leaves behind: the os layer's one parser of such files.
+// pool leaves behind: the os room's one parser of such files.
 #ifndef PINPOOL_TESTS_SUPPORT_PROC_STATUS_H_
 #define PINPOOL_TESTS_SUPPORT_PROC_STATUS_H_
 

@@ -1,4 +1,4 @@
-// A fault hook (os::SetFaultHook) that counts the calls to ioctl(PAGEMAP_SCAN) the os layer makes
+// A fault hook (os::SetFaultHook) that counts the calls to ioctl(PAGEMAP_SCAN) the os room makes
 // while it is installed and, when asked, fails every one with ENOTTY (as a kernel before Linux 6.7
 // would), so that a test sees which way a chunk's pages were read back. The count is atomic: a
 // pool's workers map chunks on threads of their own. One hook at a time, process-wide.

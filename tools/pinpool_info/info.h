@@ -4,7 +4,7 @@
 // its own:
 //   1. probe (probe_*.cc): facts, read from the kernel and the libraries, never interpreted:
 //      RDMA devices and ports (libibverbs), huge page pools and THP (sysfs), RLIMIT_MEMLOCK and
-//      what is locked and pinned (the os layer's QueryMemlock), fork mode, io_uring (liburing),
+//      what is locked and pinned (the os room's QueryMemlock), fork mode, io_uring (liburing),
 //      and whether the default domain can take a long-term pin here (by pinning one page).
 //   2. plan and findings (plan.cc, findings.cc): what a pool with the given options would get
 //      here (page size of each chunk, memlock fit, device limits; with --try a real pool), and
@@ -13,7 +13,7 @@
 //      that docs/pinpool-info.md documents.
 //
 // The tool is part of pinpool and built with it: it uses the library's internal helpers (the
-// os layer's QueryMemlock and ReadKernelFile, the JSON writer PoolStats::ToJson uses, byte
+// os room's QueryMemlock and ReadKernelFile, the JSON writer PoolStats::ToJson uses, byte
 // formatting) through libpinpool of the same version.
 //
 // Single-threaded; nothing here is shared.
@@ -192,7 +192,7 @@ struct MemlockFacts {
   std::optional<std::uint64_t> LockHeadroom() const;
 };
 
-// The memory cgroup (the os layer's QueryMemoryCgroup): pinned pages are charged to it as they
+// The memory cgroup (the os room's QueryMemoryCgroup): pinned pages are charged to it as they
 // are faulted in, and past its limit the OOM killer ends the process instead of an error.
 struct CgroupFacts {
   int version = 0;         // 1, 2; 0 when no memory cgroup was found

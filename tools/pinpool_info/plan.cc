@@ -1,5 +1,5 @@
 // What a pool with the given options would get on this machine, predicted from the facts the way
-// the library decides, with the library's own rules (ValidatePoolOptions, the os layer's
+// the library decides, with the library's own rules (ValidatePoolOptions, the os room's
 // page-size order, the memlock headroom): the options Pool::Create would refuse, the page size of
 // every chunk up to the budget (hugetlb pages are counted from the free pools; THP is best effort),
 // whether the budget fits RLIMIT_MEMLOCK (and what an io_uring domain serving --rings rings would

@@ -1,5 +1,5 @@
 // Probing the host: kernel and CPUs, memory, huge page pools (/sys/kernel/mm/hugepages), THP
-// mode, RLIMIT_MEMLOCK and what counts against it (the os layer's QueryMemlock, so the numbers
+// mode, RLIMIT_MEMLOCK and what counts against it (the os room's QueryMemlock, so the numbers
 // are the ones a pool would see), fork mode; and io_uring: can a ring be set up, does it take a
 // sparse fixed-buffer table (what pinpool's io_uring domain registers), kernel.io_uring_disabled,
 // what the kernel can clone between rings (the library's own probe: a few slots and one page);

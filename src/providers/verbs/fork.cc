@@ -1,5 +1,5 @@
 // Fork mode as libibverbs reports it, for diagnostics. pinpool itself does not depend on it: the
-// os layer marks every chunk MADV_DONTFORK, so a child has no mapping of pool memory at all and
+// os room marks every chunk MADV_DONTFORK, so a child has no mapping of pool memory at all and
 // the parent's registered pages are never copied-on-write away from the device.
 // Stateless; thread-safe.
 #include "pinpool/verbs.h"

@@ -44,7 +44,7 @@ class WindowPool {
  public:
   // Windows of `pd`, on a device allowing at most `max_mw` of them.
   WindowPool(ibv_pd* pd, std::uint32_t max_mw, std::string domain_name);
-  // Deallocates the idle windows. Windows still out (bound) are the grant layer's to release
+  // Deallocates the idle windows. Windows still out (bound) are the grant mechanism's to release
   // first; any left are reported on stderr.
   ~WindowPool();
   WindowPool(const WindowPool&) = delete;
@@ -84,7 +84,7 @@ class WindowPool {
   Counts counts_ ABSL_GUARDED_BY(mu_);
 };
 
-// The grant layer's way to a domain's window pool (null when the device has no type 2 windows).
+// The grant mechanism's way to a domain's window pool (null when the device has no type 2 windows).
 struct VerbsDomainInternals {
   static WindowPool* Windows(const VerbsDomain& d) noexcept { return d.window_pool_.get(); }
 };
