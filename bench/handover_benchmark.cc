@@ -1,5 +1,5 @@
-// Warm restart against a cold start (docs/sharing.md, docs/benchmarks-notes.md): for pools of 256 MiB
-// up to PINPOOL_BENCH_HANDOVER_MAX_MIB (default 1024), memfd-backed, 32 MiB chunks, populated,
+// Warm restart against a cold start (docs/sharing.md, docs/benchmarks-notes.md): for pools of 256
+// MiB up to PINPOOL_BENCH_HANDOVER_MAX_MIB (default 1024), memfd-backed, 32 MiB chunks, populated,
 // 4 KiB pages (THP allowed), on verbs when the machine has an RDMA device (the guest), else on the
 // default long-term pin.
 //

@@ -231,12 +231,13 @@ void AddPoolSharing(PoolClass& cls) {
 }
 
 void AddSharing(py::module_& m) {
-  py::class_<HandleValue>(m, "BlockHandle",
-                          "A block of a shared pool, named the same way in every process that "
-                          "maps its chunks and across a handover: the pool's id, the chunk's "
-                          "index and generation, the block's offset in it and its size. It pickles, so it can "
-                          "be sent to a multiprocessing worker, which maps it with its "
-                          "Attachment (Attachment.map) and writes the block in place.")
+  py::class_<HandleValue>(
+      m, "BlockHandle",
+      "A block of a shared pool, named the same way in every process that "
+      "maps its chunks and across a handover: the pool's id, the chunk's "
+      "index and generation, the block's offset in it and its size. It pickles, so it can "
+      "be sent to a multiprocessing worker, which maps it with its "
+      "Attachment (Attachment.map) and writes the block in place.")
       .def(py::init([](py::bytes pool_id, std::uint32_t chunk, std::uint32_t generation,
                        std::uint64_t offset, std::uint64_t size) {
              std::string id = pool_id;
@@ -250,8 +251,7 @@ void AddSharing(py::module_& m) {
            py::arg("size"))
       .def_property_readonly("pool_id", [](const HandleValue& h) { return py::bytes(h.pool_id); })
       .def_property_readonly("chunk", [](const HandleValue& h) { return h.handle.chunk; })
-      .def_property_readonly("generation",
-                             [](const HandleValue& h) { return h.handle.generation; })
+      .def_property_readonly("generation", [](const HandleValue& h) { return h.handle.generation; })
       .def_property_readonly("offset", [](const HandleValue& h) { return h.handle.offset; })
       .def_property_readonly("size", [](const HandleValue& h) { return h.handle.size; })
       .def(py::self == py::self)
@@ -262,9 +262,10 @@ void AddSharing(py::module_& m) {
            })
       .def("__repr__",
            [](const HandleValue& h) {
-             return absl::StrFormat("BlockHandle(pool=%s, chunk=%u, generation=%u, offset=%u, size=%u)",
-                                    Hex(h.pool_id).substr(0, 8), h.handle.chunk,
-                                    h.handle.generation, h.handle.offset, h.handle.size);
+             return absl::StrFormat(
+                 "BlockHandle(pool=%s, chunk=%u, generation=%u, offset=%u, size=%u)",
+                 Hex(h.pool_id).substr(0, 8), h.handle.chunk, h.handle.generation, h.handle.offset,
+                 h.handle.size);
            })
       .def(py::pickle(
           [](const HandleValue& h) {

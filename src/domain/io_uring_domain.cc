@@ -447,7 +447,8 @@ class IoUringDomainImpl final : public IoUringDomain {
 
 absl::Status RegisterTable(int fd, const IoUringDomainOptions& o) {
   const int injected = internal::os::InjectedFault(internal::os::Call::kRegisterTable, 0);
-  const int ret = injected != 0 ? -injected : internal::RegisterSparseTable(fd, o.first_slot + o.slots);
+  const int ret =
+      injected != 0 ? -injected : internal::RegisterSparseTable(fd, o.first_slot + o.slots);
   if (ret == 0) return absl::OkStatus();
   if (ret == -EBUSY) {
     return absl::FailedPreconditionError(

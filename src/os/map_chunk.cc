@@ -239,7 +239,7 @@ absl::StatusOr<MappedChunk> Finish(void* at, std::size_t length, bool populated_
     Rereserve(at, length);
     // ENOMEM, EAGAIN: no memory for the VMA the advice splits off, or vm.max_map_count reached.
     return absl::Status(err == ENOMEM || err == EAGAIN ? absl::StatusCode::kResourceExhausted
-                                                      : absl::StatusCode::kInternal,
+                                                       : absl::StatusCode::kInternal,
                         absl::StrFormat("madvise(MADV_DONTFORK) on a %s chunk: %s (free memory, "
                                         "or raise vm.max_map_count)",
                                         FormatBytes(length), std::strerror(err)));

@@ -6,10 +6,10 @@
 // workers), then it keeps the low watermark (PoolOptions::low_watermark with
 // grow_in_background: chunks are added whenever an allocation takes the room below it) and runs
 // the trim policy (PoolOptions::trim_interval_ms: TrimIdleChunks every so often), and checks the
-// leases on the chunks' files for the pool (the pool's own callback: Policy::on_lease_check). It uses the arena's and the heap's primitives
-// only: the arena's Reserve, BelowWatermark, Replenish, WaitBelowWatermark, SetExtraRoom and
-// carved_total, and the same TrimIdleChunks as Pool::Trim. Neither knows it exists, and nothing
-// below calls back up.
+// leases on the chunks' files for the pool (the pool's own callback: Policy::on_lease_check). It
+// uses the arena's and the heap's primitives only: the arena's Reserve, BelowWatermark, Replenish,
+// WaitBelowWatermark, SetExtraRoom and carved_total, and the same TrimIdleChunks as Pool::Trim.
+// Neither knows it exists, and nothing below calls back up.
 //
 // Growing ahead: one chunk at a time, behind a watermark that counts chunks in flight as room,
 // falls behind any allocation rate above a chunk per build time (a 32 MiB chunk that takes 40 ms

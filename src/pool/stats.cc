@@ -131,9 +131,9 @@ absl::Status Pool::ServeMetrics(const std::string& socket_path) {
     return absl::OkStatus();  // served there already
   }
   // The new server first: a call that fails leaves the one serving as it was.
-  PINPOOL_ASSIGN_OR_RETURN(
-      std::unique_ptr<internal::MetricsServer> server,
-      internal::MetricsServer::Start(socket_path, [this] { return CollectStats().ToOpenMetrics(); }));
+  PINPOOL_ASSIGN_OR_RETURN(std::unique_ptr<internal::MetricsServer> server,
+                           internal::MetricsServer::Start(
+                               socket_path, [this] { return CollectStats().ToOpenMetrics(); }));
   metrics_->server = std::move(server);
   return absl::OkStatus();
 }

@@ -177,13 +177,13 @@ TEST(MetricsTest, TheMetricsSocketServesTheRunningPoolsScrape) {
   EXPECT_TRUE(absl::IsInvalidArgument(pool->ServeMetrics(std::string(200, 'x'))));
 }
 
-
 // A call that fails leaves the socket already serving as it was (before: it stopped the first
 // server before trying the second path); the same path again keeps serving.
 TEST(MetricsTest, AFailedServeMetricsLeavesThePreviousServerServing) {
   auto pool = MakePool(std::make_shared<CountingDomain>("fake"));
   ASSERT_NE(pool, nullptr);
-  const std::string path = ::testing::TempDir() + "pinpool-metrics-keep-" + std::to_string(getpid());
+  const std::string path =
+      ::testing::TempDir() + "pinpool-metrics-keep-" + std::to_string(getpid());
   ASSERT_TRUE(pool->ServeMetrics(path).ok());
   EXPECT_TRUE(absl::IsInvalidArgument(pool->ServeMetrics(std::string(200, 'x'))));
   EXPECT_THAT(Scrape(path), HasSubstr("# EOF\n")) << "the first socket stopped serving";
