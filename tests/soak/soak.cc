@@ -435,10 +435,14 @@ pinpool::PoolOptions ClassOptions() {
   return o;
 }
 
+// The entries of `dir`; SIZE_MAX when it cannot be read (another process removed it).
 std::size_t Entries(const char* dir) {
+  std::error_code ec;
   std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
-  return n;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    ++n;
+  }
+  return ec ? SIZE_MAX : n;
 }
 
 class Owner {
@@ -674,11 +678,15 @@ class Owner {
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, path.data(), std::min(path.size(), sizeof addr.sun_path - 1));
     std::string out;
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const int connected = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    const int connect_errno = errno;
+    if (connected == 0) {
       char buf[8192];
       for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, n);
     }
     ::close(fd);
+    CHECK(connected == 0, "cannot connect to the metrics socket %s: %s", path.c_str(),
+          std::strerror(connect_errno));
     return out;
   }
 
@@ -1013,13 +1021,18 @@ int main(int argc, char** argv) {
   int failed = Wait(first, "first owner");
   if (failed != 0) ::kill(successor, SIGKILL);
   failed |= Wait(successor, "successor");
+  if (failed != 0) cgroup.KillAll();  // an owner's attached processes, orphaned when it failed
   if (!cgroup.Remove() && cgroup.version() != 0) {
     std::fprintf(stderr, "pinpool_soak: cannot remove %s: %s\n", cgroup.dir().c_str(),
                  std::strerror(errno));
     failed = 1;
   }
   const std::size_t left = Entries(s.dir.c_str());
-  if (left != 0) {
+  if (left == SIZE_MAX) {
+    std::fprintf(stderr, "pinpool_soak: cannot read %s: removed by another process?\n",
+                 s.dir.c_str());
+    failed = 1;
+  } else if (left != 0) {
     std::fprintf(stderr, "pinpool_soak: %zu files left in %s\n", left, s.dir.c_str());
     failed = 1;
   }

@@ -6,6 +6,7 @@
 #ifndef PINPOOL_TESTS_SUPPORT_MEMORY_CGROUP_H_
 #define PINPOOL_TESTS_SUPPORT_MEMORY_CGROUP_H_
 
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,6 +66,18 @@ class MemoryCgroup {
     std::uint64_t v = 0;
     f >> v;
     return v;
+  }
+  // SIGKILLs every process still in it (what a failed run leaves: the children of an owner that
+  // died) and waits up to a second for them to leave.
+  void KillAll() const {
+    if (dir_.empty()) return;
+    for (int i = 0; i < 100; ++i) {
+      std::ifstream procs(dir_ + "/cgroup.procs");
+      bool any = false;
+      for (pid_t pid; procs >> pid; any = true) ::kill(pid, SIGKILL);
+      if (!any) return;
+      ::usleep(10000);
+    }
   }
   // Removes it (no process may be in it any more); true when removed, or there was none.
   bool Remove() {
