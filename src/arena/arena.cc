@@ -50,7 +50,7 @@ Arena::Arena(ArenaConfig config, os::Range range)
       table_(new std::atomic<std::uintptr_t>[max_chunks_]),
       records_(new const ChunkInfo*[max_chunks_]()),
       carved_end_(new std::atomic<std::size_t>[max_chunks_]),
-      withdrawn_(new std::atomic<bool>[max_chunks_]()),
+      owners_(new std::atomic<ChunkOwner>[max_chunks_]()),
       domain_mu_(new Mutex[config_.domains.size()]),
       register_latency_(new LatencyRecorder[config_.domains.size()]),
       deregister_latency_(new LatencyRecorder[config_.domains.size()]),
@@ -330,6 +330,8 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
   uncarved_now_.store(uncarved_, std::memory_order_relaxed);
   slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
   records_[index] = c;
+  // Before the table entry: whoever finds the chunk finds its owner.
+  SetOwnerLocked(index, {.kind = held ? ChunkOwner::kAdopted : ChunkOwner::kUnowned});
   table_[index].store(reinterpret_cast<std::uintptr_t>(c), std::memory_order_release);
   if (why == Why::kBackground) ++growth_.background_growths;
   if (why == Why::kAllocation) ++growth_.allocation_growths;
@@ -354,12 +356,13 @@ void Arena::SetGranted(const void* p, bool granted) noexcept {
   PINPOOL_DCHECK(index < max_chunks_ && EntryChunk(table_[index].load()) != nullptr);
   if (granted) {
     table_[index].fetch_or(kSlowFreeTag, std::memory_order_release);
-  } else if (!withdrawn_[index].load(std::memory_order_acquire)) {  // a withdrawn chunk keeps it
+  } else if (owners_[index].load(std::memory_order_acquire).kind != ChunkOwner::kWithdrawn) {
+    // (a withdrawn chunk keeps it)
     table_[index].fetch_and(~kSlowFreeTag, std::memory_order_release);
   }
 }
 
-void* Arena::CarveLocked(std::size_t size, std::size_t alignment) {
+void* Arena::CarveLocked(std::size_t size, std::size_t alignment, ChunkOwner owner) {
   for (std::size_t i = 0; i < slots_used_; ++i) {
     if (slots_[i] != Slot::kReady) continue;
     const ChunkInfo& c = *chunks_[i];
@@ -372,20 +375,23 @@ void* Arena::CarveLocked(std::size_t size, std::size_t alignment) {
       carved_total_.fetch_add(new_carved - carved_[i], std::memory_order_relaxed);
       carved_[i] = new_carved;
       carved_end_[i].store(carved_[i], std::memory_order_release);
+      if (owners_[i].load(std::memory_order_relaxed).kind == ChunkOwner::kUnowned) {
+        SetOwnerLocked(i, owner);  // before the caller hands out anything of it
+      }
       return reinterpret_cast<void*>(start);
     }
   }
   return nullptr;
 }
 
-void* Arena::Carve(std::size_t size, std::size_t alignment) {
+void* Arena::Carve(std::size_t size, std::size_t alignment, ChunkOwner owner) {
   if (size == 0 || size > config_.chunk_size || !IsPowerOfTwo(alignment) ||
       alignment > config_.chunk_size) {
     return nullptr;
   }
   MutexLock lock(&mu_);
   for (bool waited = false;;) {
-    if (void* p = CarveLocked(size, alignment)) {
+    if (void* p = CarveLocked(size, alignment, owner)) {
       if (BelowWatermarkLocked()) below_watermark_.NotifyAll();
       return p;
     }
@@ -413,6 +419,20 @@ void Arena::ReturnChunk(const void* chunk_base) {
   uncarved_now_.store(uncarved_, std::memory_order_relaxed);
   carved_[index] = 0;
   carved_end_[index].store(0, std::memory_order_release);
+  SetOwnerLocked(index, {.kind = ChunkOwner::kUnowned});
+}
+
+bool Arena::HoldArrayRun(const void* chunk_base) {
+  MutexLock lock(&mu_);
+  const std::uintptr_t index =
+      (reinterpret_cast<std::uintptr_t>(chunk_base) - base_) >> chunk_shift_;
+  PINPOOL_DCHECK(index < max_chunks_);
+  const ChunkOwner now = owners_[index].load(std::memory_order_relaxed);
+  if (now.kind == ChunkOwner::kWithdrawn) return false;
+  PINPOOL_CHECK(now.kind == ChunkOwner::kArray,
+                "internal: HoldArrayRun(%p) of a chunk no array has", chunk_base);
+  SetOwnerLocked(index, {.kind = ChunkOwner::kArrayHeld});
+  return true;
 }
 
 absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed,

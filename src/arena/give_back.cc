@@ -15,7 +15,7 @@
 
 namespace pinpool::internal {
 
-absl::Status Arena::BeginGiveBack(std::uint32_t index) {
+absl::StatusOr<ChunkOwner> Arena::BeginGiveBack(std::uint32_t index) {
   MutexLock lock(&mu_);
   if (quiesced_) {
     return absl::FailedPreconditionError(
@@ -33,9 +33,11 @@ absl::Status Arena::BeginGiveBack(std::uint32_t index) {
   uncarved_ -= size - carved_[index];
   uncarved_now_.store(uncarved_, std::memory_order_relaxed);
   slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
-  withdrawn_[index].store(true, std::memory_order_release);
+  const ChunkOwner was = owners_[index].load(std::memory_order_relaxed);
+  SetOwnerLocked(index,
+                 {.kind = ChunkOwner::kWithdrawn, .was = was.kind, .heap_class = was.heap_class});
   table_[index].fetch_or(kSlowFreeTag, std::memory_order_release);
-  return absl::OkStatus();
+  return was;
 }
 
 void Arena::FinishGiveBack(std::uint32_t index, absl::FunctionRef<void()> before_close) {

@@ -50,6 +50,7 @@ std::size_t Arena::Trim(std::size_t floor_bytes) {
     uncarved_ -= size;
     uncarved_now_.store(uncarved_, std::memory_order_relaxed);
     table_[i].store(kSlowFreeTag, std::memory_order_release);
+    SetOwnerLocked(i, {});  // kUnmapped: after the entry, so a chunk found has its owner
     os::ChunkFile file = std::move(files_[i]);
     mu_.Unlock();
     TakeDown(c, std::move(file));
