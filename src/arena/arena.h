@@ -40,8 +40,8 @@
 // retired, not deleted), so a lock-free reader racing a trim reads a valid record.
 //
 // Chunks backed by files (ArenaConfig::backing: memfds, files in a directory) each have one
-// os::ChunkFile, held by the arena per slot (files_) from publication until the chunk is trimmed
-// or the arena destroyed, and closed (a directory's file unlinked) only after the chunk is
+// os::ChunkFile, held by the arena per slot (SlotRecord::file) from publication until the chunk is
+// trimmed or the arena destroyed, and closed (a directory's file unlinked) only after the chunk is
 // deregistered and unmapped. The arena is the one owner of every chunk's descriptor: nothing else
 // keeps, duplicates or closes one (docs/backing.md). Files are named
 // pinpool-<pid>-<arena serial>-chunk-<slot>, so two pools of a process never collide.
@@ -334,7 +334,8 @@ class Arena {
 
  private:
   // kGivingBack: withdrawn, still mapped and registered; kGivenBack: unmapped, never reused.
-  // kAdoptFailed: an adopted chunk whose build failed, its file kept in adopting_ (RetryAdoption).
+  // kAdoptFailed: an adopted chunk whose build failed, its file kept in SlotRecord::adopting
+  // (RetryAdoption).
   enum class Slot : std::uint8_t {
     kEmpty,
     kGrowing,
@@ -343,6 +344,21 @@ class Arena {
     kGivingBack,
     kGivenBack,
     kAdoptFailed
+  };
+  // What the arena keeps of one slot under `mu_`, in one place. What must be read without the lock
+  // lives apart, by slot: table_ and records_ (the chunk), carved_end_ (carved), owners_ (owner).
+  struct SlotRecord {
+    Slot state = Slot::kEmpty;
+    std::unique_ptr<ChunkInfo> chunk;  // null if none
+    std::size_t carved = 0;            // bytes used from the front of the chunk
+    ArenaStats::Placement placement;
+    os::ChunkFile file;  // a ready chunk's file, when it has one (the one owner of its descriptor)
+    // A chunk queued for adoption: its file, until Build takes it, and whether it is held.
+    os::ChunkFile adopting;
+    bool adopt_held = false;
+    // The generation last given to a chunk here (ChunkInfo::generation); every claim of the slot
+    // that ends, published or not, takes the next, so none is ever given twice.
+    std::uint32_t generation = 0;
   };
   // Why a chunk is added (stats).
   enum class Why : std::uint8_t { kReserve, kAllocation, kBackground };
@@ -426,7 +442,7 @@ class Arena {
   const std::size_t max_chunks_;
   const std::unique_ptr<std::atomic<std::uintptr_t>[]> table_;
   const std::unique_ptr<const ChunkInfo*[]> records_;  // chunk_records()
-  // carved_ again, readable without the lock (written under it).
+  // SlotRecord::carved again, readable without the lock (written under it).
   const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
   // By slot: the owner record (OwnerOf), written under mu_ (SetOwnerLocked).
   const std::unique_ptr<std::atomic<ChunkOwner>[]> owners_;
@@ -442,21 +458,10 @@ class Arena {
   mutable Mutex mu_;
   CondVar chunk_done_;       // a chunk in flight was published or failed
   CondVar below_watermark_;  // an allocation took the room below the watermark, or ReleaseWaiters
-  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<ChunkInfo>> chunks_ ABSL_GUARDED_BY(mu_);   // by slot; null if none
+  std::vector<SlotRecord> slots_ ABSL_GUARDED_BY(mu_);                    // by slot index
   std::vector<std::unique_ptr<ChunkInfo>> retired_ ABSL_GUARDED_BY(mu_);  // trimmed chunks' records
-  std::vector<std::size_t> carved_ ABSL_GUARDED_BY(mu_);  // bytes used from the front of slot i
-  std::vector<ArenaStats::Placement> placements_ ABSL_GUARDED_BY(mu_);
-  // By slot: the file of a ready chunk that has one (the one owner of its descriptor).
-  std::vector<os::ChunkFile> files_ ABSL_GUARDED_BY(mu_);
-  // By slot: the file of a chunk queued for adoption, until Build takes it; whether it is held.
-  std::vector<os::ChunkFile> adopting_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> adopt_held_ ABSL_GUARDED_BY(mu_);
   std::vector<std::uint32_t> queued_ ABSL_GUARDED_BY(mu_);  // slots QueueAdoption claimed
-  // By slot: the generation last given to a chunk there (ChunkInfo::generation); every claim of
-  // the slot that ends, published or not, takes the next, so none is ever given twice.
-  std::vector<std::uint32_t> generations_ ABSL_GUARDED_BY(mu_);
-  std::size_t growing_held_ ABSL_GUARDED_BY(mu_) = 0;  // of growing_: held adoptions
+  std::size_t growing_held_ ABSL_GUARDED_BY(mu_) = 0;       // of growing_: held adoptions
   bool quiesced_ ABSL_GUARDED_BY(mu_) = false;
   bool registrations_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool handed_over_ ABSL_GUARDED_BY(mu_) = false;

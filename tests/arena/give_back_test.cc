@@ -42,7 +42,8 @@ TEST(GiveBack, AWithdrawnChunkIsNeverCarvedTrimmedOrReusedAndItsFreesStayOnTheSl
 
   ASSERT_TRUE(arena->BeginGiveBack(0).ok());
   EXPECT_EQ(arena->BeginGiveBack(0).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(arena->BeginGiveBack(2).status().code(), absl::StatusCode::kFailedPrecondition) << "empty";
+  EXPECT_EQ(arena->BeginGiveBack(2).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "empty";
   EXPECT_EQ(arena->BeginGiveBack(99).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(arena->Withdrawn(chunk0));
   EXPECT_FALSE(arena->Withdrawn(reinterpret_cast<void*>(base + kChunk)));
