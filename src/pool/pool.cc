@@ -103,6 +103,20 @@ Block Pool::AllocateInClass(ClassId cls, std::size_t size, std::size_t alignment
   return Block(p, size, arena_->ChunkOf(p));
 }
 
+namespace {
+
+// An address in a chunk an array holds is no block (the heap never had the chunk, whose bytes are
+// the array's): `what` aborts, naming the rule. (Left to the heap's checks, it would fault.)
+void CheckNotInArray(internal::ChunkOwner owner, const char* what, const void* p) noexcept {
+  PINPOOL_CHECK(
+      owner.kind != internal::ChunkOwner::kArray && owner.kind != internal::ChunkOwner::kArrayHeld,
+      "%s(%p): not a block: it lies in a chunk of an array (an Array is freed whole, "
+      "with Deallocate(Array&&))",
+      what, p);
+}
+
+}  // namespace
+
 internal::Heap& Pool::HeapOf(const void* p) const noexcept {
   return classes_ == nullptr ? *heap_ : classes_->heap(arena_->OwnerOf(p).heap_class);
 }
@@ -144,6 +158,7 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
     return;
   }
   PINPOOL_CHECK(owner.kind != Owner::kUnmapped, "Deallocate(%p): not memory of this pool", data);
+  CheckNotInArray(owner, "Deallocate", data);
   const std::uintptr_t entry = arena_->EntryOf(data);
   if ((entry & internal::Arena::kSlowFreeTag) != 0) {
     // A granted block is held until every revocation has completed (pool/grants/registry.h); those
@@ -194,7 +209,7 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
         return;
       }
       break;
-    default:  // no heap's block: the default heap's checks name the misuse
+    default:  // kUnowned: no heap's block: the default heap's checks name the misuse
       break;
   }
   heap_->Free(data, size, "Deallocate");
@@ -233,6 +248,10 @@ Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
       return {};
     case Owner::kUnmapped:
       PINPOOL_CHECK(false, "Reallocate(%p): not memory of this pool", data);
+      return {};
+    case Owner::kArray:
+    case Owner::kArrayHeld:
+      CheckNotInArray(owner, "Reallocate", data);
       return {};
     case Owner::kAdopted:
       if (Reclaimed(data, &size)) {
@@ -289,6 +308,10 @@ std::size_t Pool::UsableSize(const void* data) const noexcept {
       return 0;
     case Owner::kUnmapped:
       PINPOOL_CHECK(false, "UsableSize(%p): not memory of this pool", data);
+      return 0;
+    case Owner::kArray:
+    case Owner::kArrayHeld:
+      CheckNotInArray(owner, "UsableSize", data);
       return 0;
     case Owner::kAdopted:
       if (std::size_t size = 0; Reclaimed(data, &size)) return size;

@@ -68,10 +68,16 @@ TEST(OwnerDispatch, AnArraysRunIsGrantableWhileItLivesAndIsNoHeapsBlock) {
     GrantLock lock(*pool);
     EXPECT_TRUE(lock.CheckLive(whole).ok()) << lock.CheckLive(whole);
   }
-  // Not a block of any heap: the default heap's checks refuse it (pool.h: UsableSize and
-  // Deallocate abort for what is not a block's start).
-  EXPECT_DEATH(pool->UsableSize(run), "");
-  EXPECT_DEATH(pool->Deallocate(run), "");
+  // Not a block of any heap (pool.h: what is not a block's start aborts), a run or an element.
+  void* element = a->Element(3).data();
+  for (void* p : {run, element}) {
+    EXPECT_DEATH(pool->UsableSize(p),
+                 "UsableSize\\(0x[0-9a-f]+\\): not a block: it lies in a chunk of an array");
+    EXPECT_DEATH(pool->Deallocate(p),
+                 "Deallocate\\(0x[0-9a-f]+\\): not a block: it lies in a chunk of an array");
+    EXPECT_DEATH(pool->Reallocate(p, 64),
+                 "Reallocate\\(0x[0-9a-f]+\\): not a block: it lies in a chunk of an array");
+  }
   pool->Deallocate(std::move(*a));
   GrantLock lock(*pool);
   EXPECT_FALSE(lock.CheckLive(whole).ok()) << "the array is freed";
