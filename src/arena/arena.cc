@@ -50,18 +50,11 @@ Arena::Arena(ArenaConfig config, os::Range range)
       table_(new std::atomic<std::uintptr_t>[max_chunks_]),
       records_(new const ChunkInfo*[max_chunks_]()),
       carved_end_(new std::atomic<std::size_t>[max_chunks_]),
-      withdrawn_(new std::atomic<bool>[max_chunks_]()),
+      owners_(new std::atomic<ChunkOwner>[max_chunks_]()),
       domain_mu_(new Mutex[config_.domains.size()]),
       register_latency_(new LatencyRecorder[config_.domains.size()]),
       deregister_latency_(new LatencyRecorder[config_.domains.size()]),
-      slots_(max_chunks_, Slot::kEmpty),
-      chunks_(max_chunks_),
-      carved_(max_chunks_, 0),
-      placements_(max_chunks_),
-      files_(max_chunks_),
-      adopting_(max_chunks_),
-      adopt_held_(max_chunks_, false),
-      generations_(max_chunks_, 0),
+      slots_(max_chunks_),
       file_prefix_(NextFilePrefix()),
       domain_counters_(config_.domains.size()) {
   for (std::size_t d = 0; d < config_.domains.size(); ++d) {
@@ -85,8 +78,8 @@ Arena::~Arena() {
   while (growing_ != 0 || trimming_ != 0) chunk_done_.Wait(&mu_);
   std::size_t chunk_bytes = 0;
   for (std::size_t i = slots_used_; i-- > 0;) {
-    if (slots_[i] != Slot::kReady && slots_[i] != Slot::kGivingBack) continue;
-    ChunkInfo& c = *chunks_[i];
+    if (slots_[i].state != Slot::kReady && slots_[i].state != Slot::kGivingBack) continue;
+    ChunkInfo& c = *slots_[i].chunk;
     table_[c.index].store(kSlowFreeTag, std::memory_order_release);
     if (!registrations_ended_) {  // else Quiesce deregistered it
       for (std::size_t d = c.domain_count; d-- > 0;) DeregisterTimed(d, c.keys[d]);
@@ -97,23 +90,25 @@ Arena::~Arena() {
   // Only now, with nothing mapped or registered any more: close the chunks' files (and unlink
   // those in a directory, unless a successor owns them now). An adoption that never succeeded
   // keeps its file's name: the data is the predecessor's blocks.
-  for (os::ChunkFile& f : files_) handed_over_ ? f.Disown() : f.Close();
-  for (os::ChunkFile& f : adopting_) f.Disown();
+  for (SlotRecord& slot : slots_) {
+    handed_over_ ? slot.file.Disown() : slot.file.Close();
+    slot.adopting.Disown();
+  }
 }
 
 std::uint32_t Arena::NextGenerationLocked(std::uint32_t index) {
-  std::uint32_t& g = generations_[index];
+  std::uint32_t& g = slots_[index].generation;
   g = g == UINT32_MAX ? 1 : g + 1;
   return g;
 }
 
 void Arena::DropClaimLocked(std::uint32_t index) {
   NextGenerationLocked(index);  // an adoption's generation is not given to a later chunk
-  slots_[index] = Slot::kEmpty;
+  slots_[index].state = Slot::kEmpty;
   --growing_;
-  if (adopt_held_[index]) --growing_held_;
-  adopt_held_[index] = false;
-  adopting_[index].Disown();  // an adoption never built: its data keeps its name
+  if (slots_[index].adopt_held) --growing_held_;
+  slots_[index].adopt_held = false;
+  slots_[index].adopting.Disown();  // an adoption never built: its data keeps its name
 }
 
 void Arena::DeregisterTimed(std::size_t d, const Keys& keys) {
@@ -143,7 +138,7 @@ absl::StatusOr<std::uint32_t> Arena::ClaimLocked(std::optional<std::uint32_t> wa
     return absl::FailedPreconditionError(
         "the pool is quiesced (Pool::Quiesce: it is being handed over): it grows no more");
   }
-  if (want && (*want >= max_chunks_ || slots_[*want] != Slot::kEmpty)) {
+  if (want && (*want >= max_chunks_ || slots_[*want].state != Slot::kEmpty)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "chunk %d cannot be adopted: %s", *want,
         *want >= max_chunks_ ? absl::StrFormat("the budget has %d chunks", max_chunks_)
@@ -169,8 +164,8 @@ absl::StatusOr<std::uint32_t> Arena::ClaimLocked(std::optional<std::uint32_t> wa
         CheckCgroupHeadroom(charge * (growing_ + 1), os::ReadMemoryCgroup(cgroup_)));
   }
   std::uint32_t index = want.value_or(0);
-  while (slots_[index] != Slot::kEmpty) ++index;  // one is empty: taken < max_chunks_
-  slots_[index] = Slot::kGrowing;
+  while (slots_[index].state != Slot::kEmpty) ++index;  // one is empty: taken < max_chunks_
+  slots_[index].state = Slot::kGrowing;
   ++growing_;
   growing_now_.store(growing_, std::memory_order_relaxed);
   slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
@@ -229,7 +224,7 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
   os::ChunkFile adopted;
   {
     MutexLock lock(&mu_);
-    adopted = std::move(adopting_[index]);
+    adopted = std::move(slots_[index].adopting);
   }
   const bool adopting = adopted.fd() >= 0;
   // On any error below a new chunk's file dies with `mapped`, after the chunk is unmapped; an
@@ -237,7 +232,7 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
   // blocks the predecessor handed over).
   const auto keep_adopted = [&](os::ChunkFile file) {
     MutexLock lock(&mu_);
-    adopting_[index] = std::move(file);
+    slots_[index].adopting = std::move(file);
   };
   absl::StatusOr<os::MappedChunk> got =
       adopting ? os::MapChunkFile(at, size, adopted, config_.populate)
@@ -286,23 +281,23 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
 }
 
 absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> built, Why why) {
-  PINPOOL_DCHECK(slots_[index] == Slot::kGrowing);
+  PINPOOL_DCHECK(slots_[index].state == Slot::kGrowing);
   --growing_;
-  const bool held = adopt_held_[index];
-  adopt_held_[index] = false;
+  const bool held = slots_[index].adopt_held;
+  slots_[index].adopt_held = false;
   if (held) --growing_held_;
   growing_now_.store(growing_, std::memory_order_relaxed);
   chunk_done_.NotifyAll();
   if (!built.ok()) {
-    if (adopting_[index].fd() >= 0) {
+    if (slots_[index].adopting.fd() >= 0) {
       // An adopted chunk Build could not map or register: parked with its file, its generation
       // and whether it holds blocks, for RetryAdoption. Its blocks are not lost.
-      slots_[index] = Slot::kAdoptFailed;
-      adopt_held_[index] = held;
+      slots_[index].state = Slot::kAdoptFailed;
+      slots_[index].adopt_held = held;
       ++adopt_failed_;
     } else {
       NextGenerationLocked(index);  // taken: the next chunk here is another one
-      slots_[index] = Slot::kEmpty;
+      slots_[index].state = Slot::kEmpty;
     }
     slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
     ++growth_failures_;
@@ -319,17 +314,19 @@ absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> bui
     dc.seconds += built->seconds[d];
     dc.max_seconds = std::max(dc.max_seconds, built->seconds[d]);
   }
-  chunks_[index] = std::move(built->chunk);
-  placements_[index] = built->placement;
-  files_[index] = std::move(built->file);
-  carved_[index] = held ? c->size : 0;  // a held chunk's blocks are the pool's to give back
-  carved_end_[index].store(carved_[index], std::memory_order_release);
-  slots_[index] = Slot::kReady;
+  slots_[index].chunk = std::move(built->chunk);
+  slots_[index].placement = built->placement;
+  slots_[index].file = std::move(built->file);
+  slots_[index].carved = held ? c->size : 0;  // a held chunk's blocks are the pool's to give back
+  carved_end_[index].store(slots_[index].carved, std::memory_order_release);
+  slots_[index].state = Slot::kReady;
   ++ready_;
-  uncarved_ += c->size - carved_[index];
+  uncarved_ += c->size - slots_[index].carved;
   uncarved_now_.store(uncarved_, std::memory_order_relaxed);
   slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
   records_[index] = c;
+  // Before the table entry: whoever finds the chunk finds its owner.
+  SetOwnerLocked(index, {.kind = held ? ChunkOwner::kAdopted : ChunkOwner::kUnowned});
   table_[index].store(reinterpret_cast<std::uintptr_t>(c), std::memory_order_release);
   if (why == Why::kBackground) ++growth_.background_growths;
   if (why == Why::kAllocation) ++growth_.allocation_growths;
@@ -354,38 +351,42 @@ void Arena::SetGranted(const void* p, bool granted) noexcept {
   PINPOOL_DCHECK(index < max_chunks_ && EntryChunk(table_[index].load()) != nullptr);
   if (granted) {
     table_[index].fetch_or(kSlowFreeTag, std::memory_order_release);
-  } else if (!withdrawn_[index].load(std::memory_order_acquire)) {  // a withdrawn chunk keeps it
+  } else if (owners_[index].load(std::memory_order_acquire).kind != ChunkOwner::kWithdrawn) {
+    // (a withdrawn chunk keeps it)
     table_[index].fetch_and(~kSlowFreeTag, std::memory_order_release);
   }
 }
 
-void* Arena::CarveLocked(std::size_t size, std::size_t alignment) {
+void* Arena::CarveLocked(std::size_t size, std::size_t alignment, ChunkOwner owner) {
   for (std::size_t i = 0; i < slots_used_; ++i) {
-    if (slots_[i] != Slot::kReady) continue;
-    const ChunkInfo& c = *chunks_[i];
+    if (slots_[i].state != Slot::kReady) continue;
+    const ChunkInfo& c = *slots_[i].chunk;
     const std::uintptr_t end = c.base + c.size;
-    const std::uintptr_t start = (c.base + carved_[i] + alignment - 1) & ~(alignment - 1);
+    const std::uintptr_t start = (c.base + slots_[i].carved + alignment - 1) & ~(alignment - 1);
     if (start <= end && size <= end - start) {
       const std::size_t new_carved = start + size - c.base;
-      uncarved_ -= new_carved - carved_[i];
+      uncarved_ -= new_carved - slots_[i].carved;
       uncarved_now_.store(uncarved_, std::memory_order_relaxed);
-      carved_total_.fetch_add(new_carved - carved_[i], std::memory_order_relaxed);
-      carved_[i] = new_carved;
-      carved_end_[i].store(carved_[i], std::memory_order_release);
+      carved_total_.fetch_add(new_carved - slots_[i].carved, std::memory_order_relaxed);
+      slots_[i].carved = new_carved;
+      carved_end_[i].store(slots_[i].carved, std::memory_order_release);
+      if (owners_[i].load(std::memory_order_relaxed).kind == ChunkOwner::kUnowned) {
+        SetOwnerLocked(i, owner);  // before the caller hands out anything of it
+      }
       return reinterpret_cast<void*>(start);
     }
   }
   return nullptr;
 }
 
-void* Arena::Carve(std::size_t size, std::size_t alignment) {
+void* Arena::Carve(std::size_t size, std::size_t alignment, ChunkOwner owner) {
   if (size == 0 || size > config_.chunk_size || !IsPowerOfTwo(alignment) ||
       alignment > config_.chunk_size) {
     return nullptr;
   }
   MutexLock lock(&mu_);
   for (bool waited = false;;) {
-    if (void* p = CarveLocked(size, alignment)) {
+    if (void* p = CarveLocked(size, alignment, owner)) {
       if (BelowWatermarkLocked()) below_watermark_.NotifyAll();
       return p;
     }
@@ -406,13 +407,28 @@ void Arena::ReturnChunk(const void* chunk_base) {
   MutexLock lock(&mu_);
   const std::uintptr_t index =
       (reinterpret_cast<std::uintptr_t>(chunk_base) - base_) >> chunk_shift_;
-  if (index < max_chunks_ && slots_[index] == Slot::kGivingBack) return;  // the heap forgets it
-  PINPOOL_CHECK(index < max_chunks_ && slots_[index] == Slot::kReady,
+  if (index < max_chunks_ && slots_[index].state == Slot::kGivingBack)
+    return;  // the heap forgets it
+  PINPOOL_CHECK(index < max_chunks_ && slots_[index].state == Slot::kReady,
                 "ReturnChunk(%p): not a ready chunk of this arena", chunk_base);
-  uncarved_ += carved_[index];
+  uncarved_ += slots_[index].carved;
   uncarved_now_.store(uncarved_, std::memory_order_relaxed);
-  carved_[index] = 0;
+  slots_[index].carved = 0;
   carved_end_[index].store(0, std::memory_order_release);
+  SetOwnerLocked(index, {.kind = ChunkOwner::kUnowned});
+}
+
+bool Arena::HoldArrayRun(const void* chunk_base) {
+  MutexLock lock(&mu_);
+  const std::uintptr_t index =
+      (reinterpret_cast<std::uintptr_t>(chunk_base) - base_) >> chunk_shift_;
+  PINPOOL_DCHECK(index < max_chunks_);
+  const ChunkOwner now = owners_[index].load(std::memory_order_relaxed);
+  if (now.kind == ChunkOwner::kWithdrawn) return false;
+  PINPOOL_CHECK(now.kind == ChunkOwner::kArray,
+                "internal: HoldArrayRun(%p) of a chunk no array has", chunk_base);
+  SetOwnerLocked(index, {.kind = ChunkOwner::kArrayHeld});
+  return true;
 }
 
 absl::Status Arena::BuildClaimedLocked(const std::vector<std::uint32_t>& claimed,
@@ -538,10 +554,10 @@ ArenaStats Arena::Stats() const {
   s.locked_bytes = DomainsThatPin(Pinning::kResident) != 0 ? mapped : 0;
   s.chunks.reserve(ready_);
   for (std::size_t i = 0; i < slots_used_; ++i) {
-    if (slots_[i] != Slot::kReady) continue;
-    s.chunks.push_back(*chunks_[i]);
-    s.placements.push_back(placements_[i]);
-    s.backings.push_back({files_[i].Describe(), files_[i].sealed()});
+    if (slots_[i].state != Slot::kReady) continue;
+    s.chunks.push_back(*slots_[i].chunk);
+    s.placements.push_back(slots_[i].placement);
+    s.backings.push_back({slots_[i].file.Describe(), slots_[i].file.sealed()});
   }
   s.domains = domain_counters_;
   for (std::size_t d = 0; d < s.domains.size(); ++d) {

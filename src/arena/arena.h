@@ -22,8 +22,14 @@
 //
 // The heap asks for space with Carve(): first fit over the unused tails of the ready chunks.
 // Carved space is given back only as a whole chunk (ReturnChunk, when the heap holds nothing in
-// it), so it is always fresh (zero) memory. Trim (trim.cc) deregisters and unmaps ready chunks
-// with nothing carved and no granted blocks.
+// it), so it is always fresh (zero) memory.
+//
+// Each slot has one owner record (arena/chunk_owner.h; OwnerOf): who holds its chunk (nobody, a
+// heap and its class, an array, a freed array's held run, an adoption's live blocks, or nobody
+// for good: withdrawn). It is the only table of a chunk's owner: the pool's slow paths dispatch
+// on it. It is written here only, under `mu_`, by the transitions that change it: publication,
+// Carve (for the owner the caller names), HoldArrayRun, ReturnChunk, Trim and BeginGiveBack. Trim
+// (trim.cc) deregisters and unmaps ready chunks with nothing carved and no granted blocks.
 //
 // The chunk table's entries are the ChunkInfo's address, with bit 0 (kSlowFreeTag) set while the
 // pool has remotely granted blocks in the chunk; an unmapped chunk's entry is the tag alone. So
@@ -34,8 +40,8 @@
 // retired, not deleted), so a lock-free reader racing a trim reads a valid record.
 //
 // Chunks backed by files (ArenaConfig::backing: memfds, files in a directory) each have one
-// os::ChunkFile, held by the arena per slot (files_) from publication until the chunk is trimmed
-// or the arena destroyed, and closed (a directory's file unlinked) only after the chunk is
+// os::ChunkFile, held by the arena per slot (SlotRecord::file) from publication until the chunk is
+// trimmed or the arena destroyed, and closed (a directory's file unlinked) only after the chunk is
 // deregistered and unmapped. The arena is the one owner of every chunk's descriptor: nothing else
 // keeps, duplicates or closes one (docs/backing.md). Files are named
 // pinpool-<pid>-<arena serial>-chunk-<slot>, so two pools of a process never collide.
@@ -49,7 +55,7 @@
 // live blocks of the predecessor is published "held" (all of it carved: no Carve hands it out)
 // until the pool returns it with ReturnChunk; an allocation never waits for a held chunk in flight.
 //
-// Thread safety: ChunkOf/Carved/BelowWatermark are lock-free and may race with growth
+// Thread safety: ChunkOf/OwnerOf/Carved/BelowWatermark are lock-free and may race with growth
 // and trim. Everything else takes `mu_` (briefly: never across a map or a registration).
 // SetGranted and BeginGiveBack are called under the pool's grant lock (so a withdrawn chunk keeps
 // its tag).
@@ -70,6 +76,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "arena/chunk_owner.h"
 #include "os/cgroup.h"
 #include "os/fd_passing.h"
 #include "os/os.h"
@@ -181,11 +188,20 @@ class Arena {
 
   // `size` bytes aligned to `alignment` inside one chunk, growing if needed (or waiting for a
   // chunk in flight); null when it cannot (then last_growth_error() says why). Never returns the
-  // same bytes twice.
-  void* Carve(std::size_t size, std::size_t alignment);
-  // The heap holds nothing in the ready chunk at `chunk_base` and will not touch it again unless
-  // Carve hands it out anew: its carved space is reset, so Trim may give it back.
+  // same bytes twice. A chunk nobody owned becomes `owner`'s (kHeap or kArray).
+  void* Carve(std::size_t size, std::size_t alignment, ChunkOwner owner = ChunkOwner::Heap(0));
+  // The owner holds nothing in the ready chunk at `chunk_base` and will not touch it again unless
+  // Carve hands it out anew: its carved space is reset and it is kUnowned, so Trim may give it
+  // back. Ignored for a withdrawn chunk (the owner letting go of it).
   void ReturnChunk(const void* chunk_base);
+  // The run of a freed array in the chunk at `chunk_base` is held (grants reach it): kArray ->
+  // kArrayHeld, true. False, with nothing changed, when the chunk is withdrawn (its run is lost).
+  bool HoldArrayRun(const void* chunk_base);
+  // The owner record of the slot holding `p` (kUnmapped outside the range). Lock-free.
+  ChunkOwner OwnerOf(const void* p) const noexcept {
+    const std::uintptr_t index = (reinterpret_cast<std::uintptr_t>(p) - base_) >> chunk_shift_;
+    return index < max_chunks_ ? owners_[index].load(std::memory_order_acquire) : ChunkOwner{};
+  }
 
   // Grows until at least `bytes` are mapped, building up to reserve_threads chunks at once (each
   // worker on the NUMA node's CPUs). Chunks built before a failure stay; the error says how many
@@ -291,17 +307,15 @@ class Arena {
   // process whose truncate waited for the lease finds it) and closes its file (releasing the
   // lease, unlinking a directory's file).
   // The slot is never used again, so a late free of one of its blocks can never reach a new
-  // chunk: the budget has one chunk fewer. BeginGiveBack: kFailedPrecondition unless the slot
-  // holds a ready chunk (one being built, trimmed or given back already).
-  absl::Status BeginGiveBack(std::uint32_t index);
+  // chunk: the budget has one chunk fewer. BeginGiveBack returns the owner the chunk had (whose
+  // blocks are lost); kFailedPrecondition unless the slot holds a ready chunk (one being built,
+  // trimmed or given back already).
+  absl::StatusOr<ChunkOwner> BeginGiveBack(std::uint32_t index);
   void FinishGiveBack(
       std::uint32_t index, absl::FunctionRef<void()> before_close = [] {});
   // True when `p` lies in a chunk withdrawn by BeginGiveBack (given back or being given back).
   // Lock-free.
-  bool Withdrawn(const void* p) const noexcept {
-    const std::uintptr_t index = (reinterpret_cast<std::uintptr_t>(p) - base_) >> chunk_shift_;
-    return index < max_chunks_ && withdrawn_[index].load(std::memory_order_acquire);
-  }
+  bool Withdrawn(const void* p) const noexcept { return OwnerOf(p).kind == ChunkOwner::kWithdrawn; }
   // Slots of ready chunks whose file's lease is breaking: another process opened or truncated the
   // file (os/lease.h). Checks at most `max_checks` leased chunks (one fcntl each, under the lock),
   // round robin from where the last call stopped, so a caller that polls bounds both its cost
@@ -320,7 +334,8 @@ class Arena {
 
  private:
   // kGivingBack: withdrawn, still mapped and registered; kGivenBack: unmapped, never reused.
-  // kAdoptFailed: an adopted chunk whose build failed, its file kept in adopting_ (RetryAdoption).
+  // kAdoptFailed: an adopted chunk whose build failed, its file kept in SlotRecord::adopting
+  // (RetryAdoption).
   enum class Slot : std::uint8_t {
     kEmpty,
     kGrowing,
@@ -329,6 +344,21 @@ class Arena {
     kGivingBack,
     kGivenBack,
     kAdoptFailed
+  };
+  // What the arena keeps of one slot under `mu_`, in one place. What must be read without the lock
+  // lives apart, by slot: table_ and records_ (the chunk), carved_end_ (carved), owners_ (owner).
+  struct SlotRecord {
+    Slot state = Slot::kEmpty;
+    std::unique_ptr<ChunkInfo> chunk;  // null if none
+    std::size_t carved = 0;            // bytes used from the front of the chunk
+    ArenaStats::Placement placement;
+    os::ChunkFile file;  // a ready chunk's file, when it has one (the one owner of its descriptor)
+    // A chunk queued for adoption: its file, until Build takes it, and whether it is held.
+    os::ChunkFile adopting;
+    bool adopt_held = false;
+    // The generation last given to a chunk here (ChunkInfo::generation); every claim of the slot
+    // that ends, published or not, takes the next, so none is ever given twice.
+    std::uint32_t generation = 0;
   };
   // Why a chunk is added (stats).
   enum class Why : std::uint8_t { kReserve, kAllocation, kBackground };
@@ -374,7 +404,12 @@ class Arena {
                                   Why why, std::chrono::steady_clock::time_point* first_added,
                                   const std::atomic<bool>* cancel, std::size_t* added,
                                   bool keep_going = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void* CarveLocked(std::size_t size, std::size_t alignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void* CarveLocked(std::size_t size, std::size_t alignment, ChunkOwner owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The one writer of owners_ (under mu_, read lock-free).
+  void SetOwnerLocked(std::size_t index, ChunkOwner owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    owners_[index].store(owner, std::memory_order_release);
+  }
   bool BelowWatermarkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The room the keeper aims at: low_watermark plus the extra room (0 when the watermark is off).
   std::size_t RoomTarget() const noexcept;
@@ -407,10 +442,11 @@ class Arena {
   const std::size_t max_chunks_;
   const std::unique_ptr<std::atomic<std::uintptr_t>[]> table_;
   const std::unique_ptr<const ChunkInfo*[]> records_;  // chunk_records()
-  // carved_ again, readable without the lock (written under it).
+  // SlotRecord::carved again, readable without the lock (written under it).
   const std::unique_ptr<std::atomic<std::size_t>[]> carved_end_;
-  // By slot: withdrawn by BeginGiveBack (Withdrawn), written under mu_.
-  const std::unique_ptr<std::atomic<bool>[]> withdrawn_;
+  // By slot: the owner record (OwnerOf), written under mu_ (SetOwnerLocked).
+  const std::unique_ptr<std::atomic<ChunkOwner>[]> owners_;
+  static_assert(std::atomic<ChunkOwner>::is_always_lock_free);
   // Domains that did not opt into concurrent registration are called one chunk at a time.
   const std::unique_ptr<Mutex[]> domain_mu_;
   // Latency histograms, recorded lock-free where the slow work happens (util/latency.h).
@@ -422,21 +458,10 @@ class Arena {
   mutable Mutex mu_;
   CondVar chunk_done_;       // a chunk in flight was published or failed
   CondVar below_watermark_;  // an allocation took the room below the watermark, or ReleaseWaiters
-  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<ChunkInfo>> chunks_ ABSL_GUARDED_BY(mu_);   // by slot; null if none
+  std::vector<SlotRecord> slots_ ABSL_GUARDED_BY(mu_);                    // by slot index
   std::vector<std::unique_ptr<ChunkInfo>> retired_ ABSL_GUARDED_BY(mu_);  // trimmed chunks' records
-  std::vector<std::size_t> carved_ ABSL_GUARDED_BY(mu_);  // bytes used from the front of slot i
-  std::vector<ArenaStats::Placement> placements_ ABSL_GUARDED_BY(mu_);
-  // By slot: the file of a ready chunk that has one (the one owner of its descriptor).
-  std::vector<os::ChunkFile> files_ ABSL_GUARDED_BY(mu_);
-  // By slot: the file of a chunk queued for adoption, until Build takes it; whether it is held.
-  std::vector<os::ChunkFile> adopting_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> adopt_held_ ABSL_GUARDED_BY(mu_);
   std::vector<std::uint32_t> queued_ ABSL_GUARDED_BY(mu_);  // slots QueueAdoption claimed
-  // By slot: the generation last given to a chunk there (ChunkInfo::generation); every claim of
-  // the slot that ends, published or not, takes the next, so none is ever given twice.
-  std::vector<std::uint32_t> generations_ ABSL_GUARDED_BY(mu_);
-  std::size_t growing_held_ ABSL_GUARDED_BY(mu_) = 0;  // of growing_: held adoptions
+  std::size_t growing_held_ ABSL_GUARDED_BY(mu_) = 0;       // of growing_: held adoptions
   bool quiesced_ ABSL_GUARDED_BY(mu_) = false;
   bool registrations_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool handed_over_ ABSL_GUARDED_BY(mu_) = false;

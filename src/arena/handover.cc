@@ -23,8 +23,8 @@ absl::StatusOr<std::vector<Arena::SharedChunk>> Arena::SharedChunks() const {
   MutexLock lock(&mu_);
   std::vector<SharedChunk> out;
   for (std::size_t i = 0; i < slots_used_; ++i) {
-    const os::ChunkFile& f = files_[i];
-    if (slots_[i] != Slot::kReady || f.fd() < 0) continue;
+    const os::ChunkFile& f = slots_[i].file;
+    if (slots_[i].state != Slot::kReady || f.fd() < 0) continue;
     const int injected = os::InjectedFault(os::Call::kDupFd, config_.chunk_size);
     const int dup = injected != 0 ? -1 : ::fcntl(f.fd(), F_DUPFD_CLOEXEC, 0);
     if (dup < 0) {
@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<Arena::SharedChunk>> Arena::SharedChunks() const {
                    .path = f.path(),
                    .sealed = f.sealed(),
                    .hugetlb_page_bytes = f.hugetlb_page_bytes(),
-                   .generation = chunks_[i]->generation});
+                   .generation = slots_[i].chunk->generation});
   }
   return out;
 }
@@ -56,8 +56,8 @@ void Arena::Quiesce() {
   if (registrations_ended_) return;
   registrations_ended_ = true;
   for (std::size_t i = slots_used_; i-- > 0;) {
-    if (slots_[i] != Slot::kReady && slots_[i] != Slot::kGivingBack) continue;
-    const ChunkInfo& c = *chunks_[i];
+    if (slots_[i].state != Slot::kReady && slots_[i].state != Slot::kGivingBack) continue;
+    const ChunkInfo& c = *slots_[i].chunk;
     for (std::size_t d = c.domain_count; d-- > 0;) {
       MutexLock serial(&domain_mu_[d]);
       DeregisterTimed(d, c.keys[d]);
@@ -70,7 +70,8 @@ void Arena::HandOverFiles(bool handed_over) {
   MutexLock lock(&mu_);
   PINPOOL_DCHECK(quiesced_);
   handed_over_ = handed_over;
-  for (os::ChunkFile& f : files_) {
+  for (SlotRecord& slot : slots_) {
+    os::ChunkFile& f = slot.file;
     if (f.fd() < 0) continue;
     if (handed_over) {
       // A lease left on the description the successor shares would make every later opener
@@ -112,7 +113,8 @@ absl::Status Arena::TakeBackFiles() {
   MutexLock lock(&mu_);
   if (!handed_over_) return absl::OkStatus();
   std::vector<int> taken;
-  for (os::ChunkFile& f : files_) {
+  for (SlotRecord& slot : slots_) {
+    os::ChunkFile& f = slot.file;
     if (f.fd() < 0) continue;
     if (const int err = os::LockOwnership(f.fd()); err != 0) {
       for (int fd : taken) os::UnlockOwnership(fd);
@@ -126,7 +128,8 @@ absl::Status Arena::TakeBackFiles() {
     taken.push_back(f.fd());
   }
   handed_over_ = false;
-  for (os::ChunkFile& f : files_) {
+  for (SlotRecord& slot : slots_) {
+    os::ChunkFile& f = slot.file;
     if (f.fd() >= 0 && !f.path().empty()) {
       f.set_leased(os::TakeWriteLease(f.fd(), f.path().c_str()).ok());
     }
@@ -159,9 +162,9 @@ absl::Status Arena::QueueAdoption(std::vector<AdoptedChunk> chunks) {
   for (AdoptedChunk& c : chunks) {
     // Published with the generation it had: the predecessor's handles name it (PublishLocked
     // takes the next).
-    generations_[c.index] = c.generation - 1;
-    adopting_[c.index] = std::move(c.file);
-    adopt_held_[c.index] = c.held;
+    slots_[c.index].generation = c.generation - 1;
+    slots_[c.index].adopting = std::move(c.file);
+    slots_[c.index].adopt_held = c.held;
     if (c.held) ++growing_held_;
     queued_.push_back(c.index);
   }
@@ -182,16 +185,16 @@ absl::Status Arena::RetryAdoption(std::uint32_t index) {
     return absl::FailedPreconditionError(absl::StrFormat("no chunk %d in this pool", index));
   }
   MutexLock lock(&mu_);
-  while (slots_[index] == Slot::kGrowing) chunk_done_.Wait(&mu_);
-  if (slots_[index] == Slot::kReady) return absl::OkStatus();
-  if (slots_[index] != Slot::kAdoptFailed) {
+  while (slots_[index].state == Slot::kGrowing) chunk_done_.Wait(&mu_);
+  if (slots_[index].state == Slot::kReady) return absl::OkStatus();
+  if (slots_[index].state != Slot::kAdoptFailed) {
     return absl::FailedPreconditionError(
         absl::StrFormat("chunk %d holds no adopted chunk to build again", index));
   }
-  slots_[index] = Slot::kGrowing;
+  slots_[index].state = Slot::kGrowing;
   --adopt_failed_;
   ++growing_;
-  if (adopt_held_[index]) ++growing_held_;
+  if (slots_[index].adopt_held) ++growing_held_;
   growing_now_.store(growing_, std::memory_order_relaxed);
   mu_.Unlock();
   absl::StatusOr<Built> built = Build(index);
@@ -204,7 +207,7 @@ absl::Status Arena::RetryAdoptions() {
   {
     MutexLock lock(&mu_);
     for (std::uint32_t i = 0; i < slots_used_; ++i) {
-      if (slots_[i] == Slot::kAdoptFailed) failed.push_back(i);
+      if (slots_[i].state == Slot::kAdoptFailed) failed.push_back(i);
     }
   }
   absl::Status first;
@@ -222,8 +225,8 @@ std::size_t Arena::failed_adoptions() const {
 bool Arena::AwaitReady(std::uint32_t index) {
   if (index >= max_chunks_) return false;
   MutexLock lock(&mu_);
-  while (slots_[index] == Slot::kGrowing) chunk_done_.Wait(&mu_);
-  return slots_[index] == Slot::kReady;
+  while (slots_[index].state == Slot::kGrowing) chunk_done_.Wait(&mu_);
+  return slots_[index].state == Slot::kReady;
 }
 
 }  // namespace pinpool::internal

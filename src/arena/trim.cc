@@ -40,24 +40,25 @@ std::size_t Arena::Trim(std::size_t floor_bytes) {
   if (quiesced_) return 0;  // nothing is registered, and the chunks are being handed over
   for (std::size_t i = slots_used_; i-- > 0;) {
     if (ready_ * size < floor_bytes + size) break;  // one more would cross the floor
-    if (slots_[i] != Slot::kReady || carved_[i] != 0) continue;
+    if (slots_[i].state != Slot::kReady || slots_[i].carved != 0) continue;
     if ((table_[i].load(std::memory_order_acquire) & kSlowFreeTag) != 0) continue;  // granted
     if (config_.low_watermark != 0 && uncarved_ < config_.low_watermark + size) break;
-    ChunkInfo& c = *chunks_[i];
-    slots_[i] = Slot::kTrimming;
+    ChunkInfo& c = *slots_[i].chunk;
+    slots_[i].state = Slot::kTrimming;
     --ready_;
     ++trimming_;
     uncarved_ -= size;
     uncarved_now_.store(uncarved_, std::memory_order_relaxed);
     table_[i].store(kSlowFreeTag, std::memory_order_release);
-    os::ChunkFile file = std::move(files_[i]);
+    SetOwnerLocked(i, {});  // kUnmapped: after the entry, so a chunk found has its owner
+    os::ChunkFile file = std::move(slots_[i].file);
     mu_.Unlock();
     TakeDown(c, std::move(file));
     mu_.Lock();
     for (std::size_t d = 0; d < c.domain_count; ++d) domain_counters_[d].registered_bytes -= size;
-    retired_.push_back(std::move(chunks_[i]));
-    placements_[i] = {};
-    slots_[i] = Slot::kEmpty;
+    retired_.push_back(std::move(slots_[i].chunk));
+    slots_[i].placement = {};
+    slots_[i].state = Slot::kEmpty;
     --trimming_;
     slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
     ++growth_.trims;

@@ -126,9 +126,6 @@ class PageHeap {
   // A new free span [start, start + pages) recorded at its first and last page.
   Span* NewFreeLocked(std::uintptr_t start, std::size_t pages) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeLocked(Span* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool SameChunk(std::uintptr_t a, std::uintptr_t b) const noexcept {
-    return ((a - map_.base()) >> map_.chunk_shift()) == ((b - map_.base()) >> map_.chunk_shift());
-  }
 
   ChunkSource* const source_;
   const std::size_t chunk_size_;

@@ -25,49 +25,31 @@ absl::Status Invalid(std::size_t count, std::size_t size, std::size_t alignment,
 }  // namespace
 
 PoolArrays::PoolArrays(Arena* arena, Heap* heap, PoolClasses* classes, GrantRegistry* grants)
-    : arena_(arena),
-      heap_(heap),
-      classes_(classes),
-      grants_(grants),
-      state_(new std::atomic<std::uint8_t>[arena->max_chunks()]()) {}
-
-std::atomic<std::uint8_t>* PoolArrays::StateOf(const void* p) const noexcept {
-  const std::uintptr_t index =
-      (reinterpret_cast<std::uintptr_t>(p) - arena_->range_base()) >> arena_->chunk_shift();
-  return index < arena_->max_chunks() ? &state_[index] : nullptr;
-}
+    : arena_(arena), heap_(heap), classes_(classes), grants_(grants) {}
 
 bool PoolArrays::IsLiveRun(const void* p, std::size_t size) const noexcept {
-  const std::atomic<std::uint8_t>* state = StateOf(p);
-  return state != nullptr && state->load(std::memory_order_acquire) == kLive &&
+  return arena_->OwnerOf(p).kind == ChunkOwner::kArray &&
          (reinterpret_cast<std::uintptr_t>(p) & (arena_->chunk_size() - 1)) == 0 &&
          size <= arena_->chunk_size();
 }
 
-bool PoolArrays::LoseChunk(const void* chunk) noexcept {
-  std::atomic<std::uint8_t>* state = StateOf(chunk);
-  if (state == nullptr) return false;
-  const std::uint8_t was = state->load(std::memory_order_acquire);
-  if (was == kNone) return false;
-  state->store(kLost, std::memory_order_release);
-  return was == kLive;
-}
-
 bool PoolArrays::ReleaseHeld(void* p) noexcept {
-  std::atomic<std::uint8_t>* state = StateOf(p);
-  if (state != nullptr && state->load(std::memory_order_acquire) == kLost) {
-    state->store(kNone, std::memory_order_release);  // given back: nothing to return
-    return true;
+  const ChunkOwner owner = arena_->OwnerOf(p);
+  switch (owner.kind) {
+    case ChunkOwner::kArrayHeld:
+      GiveChunk(p);
+      return true;
+    case ChunkOwner::kWithdrawn:  // given back while held: nothing to return
+      return owner.was == ChunkOwner::kArray || owner.was == ChunkOwner::kArrayHeld;
+    default:
+      return false;
   }
-  if (state == nullptr || state->load(std::memory_order_acquire) != kHeld) return false;
-  state->store(kNone, std::memory_order_release);
-  GiveChunk(p);
-  return true;
 }
 
 void* PoolArrays::TakeChunk() noexcept {
   const std::size_t cs = arena_->chunk_size();
-  return classes_ != nullptr ? classes_->default_source()->NewChunk() : arena_->Carve(cs, cs);
+  return classes_ != nullptr ? classes_->Take(0, ChunkOwner::Array())
+                             : arena_->Carve(cs, cs, ChunkOwner::Array());
 }
 
 std::size_t PoolArrays::ReleaseIdleChunks() noexcept {
@@ -137,8 +119,8 @@ absl::StatusOr<Array> PoolArrays::Allocate(Pool& pool, std::size_t count, std::s
   const std::size_t chunks = count / per_chunk + (count % per_chunk != 0 ? 1 : 0);
   if (std::size_t spanned = 0; __builtin_mul_overflow(chunks, cs, &spanned)) {
     return Invalid(count, element_size, alignment,
-                   absl::StrFormat("the size of the %zu chunks of %s it spans overflows",
-                                   chunks, FormatBytes(cs)));
+                   absl::StrFormat("the size of the %zu chunks of %s it spans overflows", chunks,
+                                   FormatBytes(cs)));
   }
   if (chunks > arena_->max_chunks()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -163,10 +145,7 @@ absl::StatusOr<Array> PoolArrays::Allocate(Pool& pool, std::size_t count, std::s
     }
     if (chunk == nullptr) {
       const absl::Status why = TakeError();
-      for (const ArrayRun& run : a.runs_) {
-        StateOf(run.base)->store(kNone, std::memory_order_release);
-        GiveChunk(run.base);
-      }
+      for (const ArrayRun& run : a.runs_) GiveChunk(run.base);
       arena_->Trim(mapped_before);
       return absl::Status(why.code(),
                           absl::StrFormat("AllocateArray(count %zu, element_size "
@@ -174,7 +153,6 @@ absl::StatusOr<Array> PoolArrays::Allocate(Pool& pool, std::size_t count, std::s
                                           "gave them back; then: %s",
                                           count, element_size, c, chunks, why.message()));
     }
-    StateOf(chunk)->store(kLive, std::memory_order_release);
     const std::size_t first = c * per_chunk;
     a.runs_.push_back({chunk, arena_->ChunkOf(chunk), first, std::min(per_chunk, count - first)});
   }
@@ -197,14 +175,9 @@ void PoolArrays::Free(Pool& pool, Array& array) noexcept {
     {
       GrantLock lock(pool);
       for (const ArrayRun& run : array.runs_) {
-        if (StateOf(run.base)->load(std::memory_order_acquire) == kLost) {
-          StateOf(run.base)->store(kNone, std::memory_order_release);  // given back: gone
-          continue;
-        }
-        StateOf(run.base)->store(kHeld, std::memory_order_release);
+        if (!arena_->HoldArrayRun(run.base)) continue;  // given back: gone
         if (grants_->OnFreeLocked(run.base, 0, lock) == GrantRegistry::FreeOutcome::kNotGranted) {
-          StateOf(run.base)->store(kNone, std::memory_order_release);
-          now.push_back(run.base);
+          now.push_back(run.base);  // held only until GiveChunk returns it, below
         }
       }
     }

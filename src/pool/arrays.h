@@ -7,9 +7,9 @@
 // default class: so reservations, caps and the budget hold for arrays too), else straight from
 // the arena (Arena::Carve of a whole chunk, growing the pool when needed). When no chunk is to be
 // had, the heaps first give back the whole chunks they hold idle (Heap::ReleaseIdleChunks, as
-// Trim does), so an array is never refused for chunks the pool itself keeps empty. Its chunks are fully
-// carved while it lives, so neither Trim nor any heap touches them; freeing the array gives each
-// back (ReturnChunk), and only then may a heap or Trim have it again.
+// Trim does), so an array is never refused for chunks the pool itself keeps empty. Its chunks are
+// fully carved while it lives, so neither Trim nor any heap touches them; freeing the array gives
+// each back (ReturnChunk), and only then may a heap or Trim have it again.
 //
 // Bad input is refused before anything is taken (kInvalidArgument; kResourceExhausted when the
 // array needs more chunks than the budget has). A failure to get a chunk half way gives back the
@@ -17,15 +17,17 @@
 // AllocateArray leaves nothing mapped or registered behind (chunks another thread mapped meanwhile
 // may be trimmed too, if idle: they grow again on demand).
 //
+// A run's chunk is the array's in the arena's owner record (arena/chunk_owner.h): carved as
+// kArray, kArrayHeld once freed while granted, kWithdrawn when given back (its run lost).
 // Grants (pinpool/grant_lock.h): a run of a live chunk array is grantable as a block
-// (IsLiveRun: its chunk's state here, one byte per chunk). Freeing an array asks the grant
-// registry about each run, under the grant lock: a run no grant reaches goes back at once; one a
-// grant reaches is held (its chunk stays carved, out of every heap and of Trim) and goes back
-// when its last grant ends (ReleaseHeld, from the GrantLock that ended it). Small arrays are
-// blocks and are held as blocks are.
+// (IsLiveRun). Freeing an array asks the grant registry about each run, under the grant lock: a
+// run no grant reaches goes back at once; one a grant reaches is held (Arena::HoldArrayRun: its
+// chunk stays carved, out of every heap and of Trim) and goes back when its last grant ends
+// (ReleaseHeld, from the GrantLock that ended it). Small arrays are blocks and are held as blocks
+// are.
 //
 // Thread safety: Allocate and Free from any thread (the ledger and the arena take their locks);
-// the counts and chunk states are atomics.
+// the counts are atomics.
 #ifndef PINPOOL_POOL_ARRAYS_H_
 #define PINPOOL_POOL_ARRAYS_H_
 
@@ -66,13 +68,8 @@ class PoolArrays {
   // True when `p` is the base of a run of a live (not freed) chunk array and `size` fits it.
   bool IsLiveRun(const void* p, std::size_t size) const noexcept;
   // When `p` is a held run's chunk (freed while granted), gives the chunk back and returns true
-  // (true and nothing more for a chunk given back meanwhile: LoseChunk).
+  // (true and nothing more for an array's chunk given back meanwhile: the arena has it no more).
   bool ReleaseHeld(void* p) noexcept;
-  // The chunk at `chunk` is being given back (Pool::GiveBack, a broken lease; its grants revoked):
-  // if an array holds it, the array loses it for good (neither Free nor ReleaseHeld gives it to
-  // the arena, where it no longer exists). True when it was a live array's (lost to the
-  // application), false when no array had it or its array was freed already.
-  bool LoseChunk(const void* chunk) noexcept;
 
   std::size_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
   // Whole chunks held by arrays (small arrays are blocks: counted as live blocks).
@@ -86,14 +83,10 @@ class PoolArrays {
   // Why the last TakeChunk failed.
   absl::Status TakeError() const;
 
-  enum State : std::uint8_t { kNone, kLive, kHeld, kLost };  // of a chunk, for arrays
-  std::atomic<std::uint8_t>* StateOf(const void* p) const noexcept;
-
   Arena* const arena_;
   Heap* const heap_;
   PoolClasses* const classes_;
   GrantRegistry* const grants_;
-  const std::unique_ptr<std::atomic<std::uint8_t>[]> state_;  // per chunk of the budget
   std::atomic<std::size_t> live_{0};
   std::atomic<std::size_t> chunk_bytes_{0};
 };

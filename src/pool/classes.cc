@@ -26,7 +26,6 @@ absl::StatusOr<std::unique_ptr<PoolClasses>> PoolClasses::Create(Arena* arena,
   const std::size_t budget_chunks = options.budget / chunk;
   std::unique_ptr<PoolClasses> p(new PoolClasses(arena, budget_chunks));
   const std::size_t slots = arena->range_size() >> arena->chunk_shift();
-  p->owner_ = std::make_unique<std::atomic<std::uint8_t>[]>(slots);
   p->last_owner_ = std::make_unique<std::uint8_t[]>(slots);
   std::fill_n(p->last_owner_.get(), slots, kNever);
   auto add = [&](std::string name, std::size_t reserved, std::size_t cap, Scrub scrub) {
@@ -87,7 +86,7 @@ void PoolClasses::Refuse(Class& k, absl::Status why) {
   k.error = std::move(why);
 }
 
-void* PoolClasses::Take(std::uint32_t c) {
+void* PoolClasses::Take(std::uint32_t c, ChunkOwner as) {
   Class& k = *classes_[c];
   {
     MutexLock lock(&mu_);
@@ -107,7 +106,7 @@ void* PoolClasses::Take(std::uint32_t c) {
     }
     ++k.held;
   }
-  void* chunk = arena_->Carve(chunk_size_, chunk_size_);
+  void* chunk = arena_->Carve(chunk_size_, chunk_size_, as);
   if (chunk == nullptr) {
     MutexLock lock(&mu_);
     --k.held;
@@ -132,13 +131,10 @@ void* PoolClasses::Take(std::uint32_t c) {
     std::memset(chunk, 0, chunk_size_);
     k.scrubbed.fetch_add(chunk_size_, std::memory_order_relaxed);
   }
-  owner_[index].store(static_cast<std::uint8_t>(c), std::memory_order_release);
   return chunk;
 }
 
 void PoolClasses::Give(std::uint32_t c, void* chunk) {
-  const std::size_t index = (reinterpret_cast<std::uintptr_t>(chunk) - base_) >> chunk_shift_;
-  owner_[index].store(0, std::memory_order_release);
   {
     MutexLock lock(&mu_);
     --classes_[c]->held;

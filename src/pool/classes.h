@@ -10,8 +10,9 @@
 // class (Allocate without a class, the pool's own heap) is class 0: no reservation, the budget
 // as its cap; it goes through the ledger only when there are named classes.
 //
-// Each chunk's owner is one byte per chunk, read lock-free by a free (Pool::HeapOf): written
-// before the chunk's heap hands out any block of it, so a thread holding a block reads its owner.
+// Which class holds a chunk is the arena's owner record (Arena::OwnerOf: kHeap and the class),
+// read lock-free by a free (Pool::HeapOf): Take has the arena carve the chunk for that class, so
+// the record is written before the class's heap hands out any block of it.
 //
 // Scrubbing (BufferClass::scrub): a block of a kOnReuse class is zeroed on its free (Pool, before
 // the heap has it again); a chunk that last belonged to another class is zeroed whole when a
@@ -63,11 +64,6 @@ class PoolClasses {
   // pool's destructor.
   std::uint64_t* heap_ids() noexcept { return heap_ids_.get(); }
   Scrub scrub(std::uint32_t c) const noexcept { return classes_[c]->scrub; }
-  // The class holding the chunk `p` lies in (p in a mapped chunk of the pool).
-  std::uint32_t OwnerOf(const void* p) const noexcept {
-    const std::size_t index = (reinterpret_cast<std::uintptr_t>(p) - base_) >> chunk_shift_;
-    return owner_[index].load(std::memory_order_acquire);
-  }
   // Counts bytes a free zeroed.
   void CountScrubbed(std::uint32_t c, std::size_t bytes) noexcept {
     classes_[c]->scrubbed.fetch_add(bytes, std::memory_order_relaxed);
@@ -82,6 +78,10 @@ class PoolClasses {
   // Every named class's heap gives its idle chunks back (Heap::ReleaseIdleChunks); returns how
   // many.
   std::size_t ReleaseIdleChunks();
+  // A whole chunk for class `c`, carved for `as` (its heap, or an array of the default class):
+  // null when the ledger or the arena refuses (error(c) says why). Given back through
+  // default_source() or the class's heap.
+  void* Take(std::uint32_t c, ChunkOwner as);
 
  private:
   struct Class;
@@ -89,7 +89,9 @@ class PoolClasses {
   class Source : public ChunkSource {
    public:
     Source(PoolClasses* owner, std::uint32_t cls) : owner_(owner), cls_(cls) {}
-    void* NewChunk() override { return owner_->Take(cls_); }
+    void* NewChunk() override {
+      return owner_->Take(cls_, ChunkOwner::Heap(static_cast<std::uint8_t>(cls_)));
+    }
     void ReturnChunk(void* chunk) override { owner_->Give(cls_, chunk); }
 
    private:
@@ -114,7 +116,6 @@ class PoolClasses {
   static constexpr std::uint8_t kNever = 0xff;  // last_owner_: no class has held the chunk
 
   PoolClasses(Arena* arena, std::size_t budget_chunks);
-  void* Take(std::uint32_t c);
   void Give(std::uint32_t c, void* chunk);
   // Chunks no reservation keeps and nobody holds: N - sum max(H_i, R_i).
   std::size_t FreeUnreservedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -128,7 +129,6 @@ class PoolClasses {
   const std::size_t budget_chunks_;
   std::vector<std::unique_ptr<Class>> classes_;
   std::unique_ptr<std::uint64_t[]> heap_ids_;
-  std::unique_ptr<std::atomic<std::uint8_t>[]> owner_;  // per chunk index: its class (0: default)
   mutable Mutex mu_;  // the ledger: every class's held, refusals and error, last_owner_
   std::unique_ptr<std::uint8_t[]> last_owner_ ABSL_GUARDED_BY(mu_);  // per chunk, or kNever
 };

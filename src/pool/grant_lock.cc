@@ -45,7 +45,9 @@ absl::Status GrantLock::CheckLive(const Block& block) const {
     return absl::InvalidArgumentError(
         absl::StrFormat("block %p is not memory of this pool", block.data()));
   }
-  if (pool_.arena_->Withdrawn(block.data())) {
+  using Owner = internal::ChunkOwner;
+  const Owner owner = pool_.arena_->OwnerOf(block.data());
+  if (owner.kind == Owner::kWithdrawn) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "block %p is in a chunk being given back (Pool::GiveBack, a broken file lease)",
         block.data()));
@@ -54,7 +56,9 @@ absl::Status GrantLock::CheckLive(const Block& block) const {
     return absl::FailedPreconditionError(absl::StrFormat(
         "block %p was freed (it is held until its grants are revoked)", block.data()));
   }
-  if (pool_.Reclaimed(block.data())) return absl::OkStatus();  // handed over, still live
+  if (owner.kind == Owner::kAdopted && pool_.Reclaimed(block.data())) {
+    return absl::OkStatus();  // handed over, still live
+  }
   if (pool_.arrays_->IsLiveRun(block.data(), block.size())) return absl::OkStatus();
   switch (pool_.HeapOf(block.data()).Inspect(block.data())) {
     case internal::Heap::BlockState::kLive:

@@ -103,8 +103,22 @@ Block Pool::AllocateInClass(ClassId cls, std::size_t size, std::size_t alignment
   return Block(p, size, arena_->ChunkOf(p));
 }
 
+namespace {
+
+// An address in a chunk an array holds is no block (the heap never had the chunk, whose bytes are
+// the array's): `what` aborts, naming the rule. (Left to the heap's checks, it would fault.)
+void CheckNotInArray(internal::ChunkOwner owner, const char* what, const void* p) noexcept {
+  PINPOOL_CHECK(
+      owner.kind != internal::ChunkOwner::kArray && owner.kind != internal::ChunkOwner::kArrayHeld,
+      "%s(%p): not a block: it lies in a chunk of an array (an Array is freed whole, "
+      "with Deallocate(Array&&))",
+      what, p);
+}
+
+}  // namespace
+
 internal::Heap& Pool::HeapOf(const void* p) const noexcept {
-  return classes_ == nullptr ? *heap_ : classes_->heap(classes_->OwnerOf(p));
+  return classes_ == nullptr ? *heap_ : classes_->heap(arena_->OwnerOf(p).heap_class);
 }
 
 absl::StatusOr<ClassId> Pool::ClassOf(std::string_view name) const {
@@ -129,16 +143,23 @@ absl::Status Pool::class_error(ClassId cls) const {
   return classes_->error(cls.index);
 }
 
+// The slow paths that take a block (DeallocateSlow, Reallocate, UsableSize) read its chunk's owner
+// record once (arena/chunk_owner.h) and dispatch on it. A block in a withdrawn chunk is lost
+// (accepted, nothing done); an address in no chunk aborts; the predecessor's blocks in an adopted
+// chunk are the sharing side's; every other address goes to the heap of the chunk's class, whose
+// checks name any other misuse (a double free, an interior pointer, an array's chunk).
 void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
+  using Owner = internal::ChunkOwner;
   if (data == nullptr) return;
   CheckAlive("Deallocate");
-  if (arena_->Withdrawn(data)) {  // a block of a chunk given back: accepted, nothing to do
+  const Owner owner = arena_->OwnerOf(data);
+  if (owner.kind == Owner::kWithdrawn) {  // a block of a chunk given back: accepted, nothing to do
     take_back_->lost_block_frees.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  PINPOOL_CHECK(owner.kind != Owner::kUnmapped, "Deallocate(%p): not memory of this pool", data);
+  CheckNotInArray(owner, "Deallocate", data);
   const std::uintptr_t entry = arena_->EntryOf(data);
-  PINPOOL_CHECK(internal::Arena::EntryChunk(entry) != nullptr,
-                "Deallocate(%p): not memory of this pool", data);
   if ((entry & internal::Arena::kSlowFreeTag) != 0) {
     // A granted block is held until every revocation has completed (pool/grants/registry.h); those
     // that complete at once (range regions) release it, or others, right away.
@@ -153,36 +174,45 @@ void Pool::DeallocateSlow(void* data, std::size_t size) noexcept {
                   data);
     if (outcome == internal::GrantRegistry::FreeOutcome::kHeld) return;
   }
-  // A handed-over block (Adopt) lies in a chunk the heap never had: its last one gives the chunk
-  // to the arena, where the heap may take it.
-  if (bool chunk_empty = false; sharing_->Release(data, &chunk_empty)) {
-    if (chunk_empty) {
-      arena_->ReturnChunk(reinterpret_cast<void*>(arena_->ChunkOf(data)->base));
-    }
-    return;
+  switch (owner.kind) {
+    case Owner::kAdopted:
+      // A handed-over block (Adopt) lies in a chunk the heap never had: its last one gives the
+      // chunk to the arena, where the heap may take it.
+      if (bool chunk_empty = false; sharing_->Release(data, &chunk_empty)) {
+        if (chunk_empty) {
+          arena_->ReturnChunk(reinterpret_cast<void*>(arena_->ChunkOf(data)->base));
+        }
+        return;
+      }
+      break;
+    case Owner::kHeap:
+      if (classes_ != nullptr && owner.heap_class != 0) {
+        const std::uint32_t c = owner.heap_class;
+        internal::Heap& heap = classes_->heap(c);
+        if (classes_->scrub(c) == Scrub::kOnReuse) {
+          // Checked first: zeroing a free block would wipe the free mark that catches a double
+          // free.
+          const std::size_t usable = heap.CheckBlock(data, size, "Deallocate");
+          std::memset(data, 0, usable);
+          classes_->CountScrubbed(c, usable);
+        }
+        if ((entry & internal::Arena::kSlowFreeTag) == 0) {
+          // A named class's block: the inline path looked in the default heap's page map, which
+          // does not hold it; the same checked push onto this thread's cache of the class's heap.
+          const std::uintptr_t page =
+              (reinterpret_cast<std::uintptr_t>(data) - head_.range_base) >> fast::kPageShift;
+          if (fast::TryFree(heap.id(), heap.secret(), heap.page_map()[page], data, size)) {
+            return;
+          }
+        }
+        heap.Free(data, size, "Deallocate");
+        return;
+      }
+      break;
+    default:  // kUnowned: no heap's block: the default heap's checks name the misuse
+      break;
   }
-  if (classes_ == nullptr) {
-    heap_->Free(data, size, "Deallocate");
-    return;
-  }
-  const std::uint32_t c = classes_->OwnerOf(data);
-  internal::Heap& heap = classes_->heap(c);
-  if (classes_->scrub(c) == Scrub::kOnReuse) {
-    // Checked first: zeroing a free block would wipe the free mark that catches a double free.
-    const std::size_t usable = heap.CheckBlock(data, size, "Deallocate");
-    std::memset(data, 0, usable);
-    classes_->CountScrubbed(c, usable);
-  }
-  if (c != 0 && (entry & internal::Arena::kSlowFreeTag) == 0) {
-    // A named class's block: the inline path looked in the default heap's page map, which does
-    // not hold it; the same checked push onto this thread's cache of the class's heap.
-    const std::uintptr_t page =
-        (reinterpret_cast<std::uintptr_t>(data) - head_.range_base) >> fast::kPageShift;
-    if (fast::TryFree(heap.id(), heap.secret(), heap.page_map()[page], data, size)) {
-      return;
-    }
-  }
-  heap.Free(data, size, "Deallocate");
+  heap_->Free(data, size, "Deallocate");
 }
 
 absl::StatusOr<Array> Pool::AllocateArray(std::size_t count, std::size_t element_size,
@@ -201,35 +231,51 @@ Block Pool::Reallocate(const Block& block, std::size_t new_size) noexcept {
 }
 
 Block Pool::Reallocate(void* data, std::size_t new_size) noexcept {
+  using Owner = internal::ChunkOwner;
   if (data == nullptr) return Allocate(new_size);
   CheckAlive("Reallocate");
-  if (arena_->Withdrawn(data)) return {};  // a lost block: its chunk is given back
-  PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "Reallocate(%p): not memory of this pool", data);
-  if (std::size_t size = 0; Reclaimed(data, &size)) {
-    // Not the heap's: always moved (a granted one never is).
-    if (new_size == 0 || new_size > max_block_size()) return {};
-    if ((arena_->EntryOf(data) & internal::Arena::kSlowFreeTag) != 0) {
-      GrantLock lock(*this);
-      if (grants_->ReachableLocked(data)) return {};
-    }
-    const Block moved = Allocate(new_size);
-    if (!moved) return {};
-    std::memcpy(moved.data(), data, std::min(size, new_size));
-    DeallocateSlow(data, size);
-    return moved;
-  }
-  internal::Heap& heap = HeapOf(data);
-  const std::size_t usable = heap.CheckBlock(data, 0, "Reallocate");
-  if (new_size == 0 || new_size > max_block_size()) return {};
-  if ((arena_->EntryOf(data) & internal::Arena::kSlowFreeTag) != 0) {
+  const Owner owner = arena_->OwnerOf(data);
+  const bool granted = (arena_->EntryOf(data) & internal::Arena::kSlowFreeTag) != 0;
+  // A peer may be using a granted block: never moved.
+  const auto reachable = [&] {
+    if (!granted) return false;
     GrantLock lock(*this);
-    if (grants_->ReachableLocked(data)) return {};  // a peer may be using it: never moved
+    return grants_->ReachableLocked(data);
+  };
+  std::size_t size = 0;
+  switch (owner.kind) {
+    case Owner::kWithdrawn:  // a lost block: its chunk is given back
+      return {};
+    case Owner::kUnmapped:
+      PINPOOL_CHECK(false, "Reallocate(%p): not memory of this pool", data);
+      return {};
+    case Owner::kArray:
+    case Owner::kArrayHeld:
+      CheckNotInArray(owner, "Reallocate", data);
+      return {};
+    case Owner::kAdopted:
+      if (Reclaimed(data, &size)) {
+        // Not the heap's: always moved (a granted one never is).
+        if (new_size == 0 || new_size > max_block_size() || reachable()) return {};
+        const Block moved = Allocate(new_size);
+        if (!moved) return {};
+        std::memcpy(moved.data(), data, std::min(size, new_size));
+        DeallocateSlow(data, size);
+        return moved;
+      }
+      break;
+    default:
+      break;
   }
-  if (classes_ != nullptr && classes_->scrub(classes_->OwnerOf(data)) == Scrub::kOnReuse) {
+  const std::uint32_t c = classes_ != nullptr ? owner.heap_class : 0;
+  internal::Heap& heap = c != 0 ? classes_->heap(c) : *heap_;
+  const std::size_t usable = heap.CheckBlock(data, 0, "Reallocate");
+  if (new_size == 0 || new_size > max_block_size() || reachable()) return {};
+  if (c != 0 && classes_->scrub(c) == Scrub::kOnReuse) {
     // The heap would free the old block without zeroing it: move here, and free it as Deallocate
     // does. A smaller size stays in place.
     if (new_size <= usable) return Block(data, new_size, arena_->ChunkOf(data));
-    const Block moved = AllocateInClass(ClassId{classes_->OwnerOf(data)}, new_size, 16);
+    const Block moved = AllocateInClass(ClassId{c}, new_size, 16);
     if (!moved) return {};
     std::memcpy(moved.data(), data, usable);
     DeallocateSlow(data, 0);
@@ -253,12 +299,28 @@ std::optional<Location> Pool::Lookup(const void* address) const noexcept {
 bool Pool::Contains(const void* address) const noexcept { return Lookup(address).has_value(); }
 
 std::size_t Pool::UsableSize(const void* data) const noexcept {
+  using Owner = internal::ChunkOwner;
   if (data == nullptr) return 0;
   CheckAlive("UsableSize");
-  if (arena_->Withdrawn(data)) return 0;  // a lost block
-  PINPOOL_CHECK(arena_->ChunkOf(data) != nullptr, "UsableSize(%p): not memory of this pool", data);
-  if (std::size_t size = 0; Reclaimed(data, &size)) return size;
-  return HeapOf(data).CheckBlock(data, 0, "UsableSize");
+  const Owner owner = arena_->OwnerOf(data);
+  switch (owner.kind) {
+    case Owner::kWithdrawn:  // a lost block
+      return 0;
+    case Owner::kUnmapped:
+      PINPOOL_CHECK(false, "UsableSize(%p): not memory of this pool", data);
+      return 0;
+    case Owner::kArray:
+    case Owner::kArrayHeld:
+      CheckNotInArray(owner, "UsableSize", data);
+      return 0;
+    case Owner::kAdopted:
+      if (std::size_t size = 0; Reclaimed(data, &size)) return size;
+      break;
+    default:
+      break;
+  }
+  internal::Heap& heap = classes_ != nullptr ? classes_->heap(owner.heap_class) : *heap_;
+  return heap.CheckBlock(data, 0, "UsableSize");
 }
 
 absl::Status Pool::Reserve(std::size_t bytes) {

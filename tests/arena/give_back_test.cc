@@ -41,9 +41,10 @@ TEST(GiveBack, AWithdrawnChunkIsNeverCarvedTrimmedOrReusedAndItsFreesStayOnTheSl
   ASSERT_EQ(arena->Carve(4096, 4096), chunk0);
 
   ASSERT_TRUE(arena->BeginGiveBack(0).ok());
-  EXPECT_EQ(arena->BeginGiveBack(0).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(arena->BeginGiveBack(2).code(), absl::StatusCode::kFailedPrecondition) << "empty";
-  EXPECT_EQ(arena->BeginGiveBack(99).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(arena->BeginGiveBack(0).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(arena->BeginGiveBack(2).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "empty";
+  EXPECT_EQ(arena->BeginGiveBack(99).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(arena->Withdrawn(chunk0));
   EXPECT_FALSE(arena->Withdrawn(reinterpret_cast<void*>(base + kChunk)));
   EXPECT_NE(arena->EntryOf(chunk0) & internal::Arena::kSlowFreeTag, 0u);

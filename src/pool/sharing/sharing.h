@@ -3,10 +3,10 @@
 //  - Attached processes: the sockets Pool::Share sent on (duplicated), one per process; a process
 //    counts as attached until its end of the socket closes (polled when the stats are read).
 //  - Reclaimed blocks: after Adopt, the blocks the predecessor handed over live in chunks the heap
-//    never had (the arena published them "held"). The pool's slow paths (free, usable size,
-//    reallocate, grants) ask Reclaimed first; when a held chunk's last reclaimed block is freed,
-//    the pool returns the chunk to the arena, and the heap may take it from then on. A lock-free
-//    count lets every other slow free skip the lookup.
+//    never had (the arena published them "held": owner kAdopted, arena/chunk_owner.h). The pool's
+//    slow paths (free, usable size, reallocate, grants) ask Reclaimed for an address in such a
+//    chunk; when a held chunk's last reclaimed block is freed, the pool returns the chunk to the
+//    arena, and the heap may take it from then on. A lock-free count answers "none" at once.
 //
 // Thread safety: everything takes the one mutex, but Reclaimed's fast "none" answer.
 #ifndef PINPOOL_POOL_SHARING_SHARING_H_
