@@ -90,7 +90,7 @@ Pool::Pool(PoolOptions options, std::unique_ptr<internal::Arena> arena,
       grants_(std::make_unique<internal::GrantRegistry>(
           arena_.get(), [this](const void* p, bool on) { HeapOf(p).SetGrantTag(p, on); })),
       arrays_(std::make_unique<internal::PoolArrays>(arena_.get(), heap_.get(), classes_.get(),
-                                                      grants_.get())),
+                                                     grants_.get())),
       sharing_(std::make_unique<internal::Sharing>(id)),
       take_back_(std::make_unique<internal::TakeBack>()),
       metrics_(std::make_unique<internal::PoolMetrics>()) {
