@@ -638,12 +638,8 @@ class Owner {
     const std::string text = ReadSocket(metrics_path_);
     CHECK(text.size() > 6 && text.compare(text.size() - 6, 6, "# EOF\n") == 0,
           "the metrics socket's answer is cut short (%zu bytes)", text.size());
-    std::size_t pinned = 0, in_flight = 0;
     for (Pool* p : {world_.shared.get(), world_.classes.get()}) {
       const pinpool::PoolStats s = p->GetStats();
-      // Chunks the background work is building are registered (pinned) before they are mapped
-      // in the stats: the workers are paused, the grower is not.
-      in_flight += s.growth.chunks_growing * kChunk;
       CHECK(s.live_bytes + s.cached_bytes + s.grants.held_bytes <= s.heap_active_bytes,
             "live %zu + cached %zu + held %" PRIu64 " > heap active %zu", s.live_bytes,
             s.cached_bytes, s.grants.held_bytes, s.heap_active_bytes);
@@ -654,14 +650,22 @@ class Owner {
             s.budget_bytes);
       CHECK(s.pinned_bytes == s.mapped_bytes, "pinned %zu, mapped %zu", s.pinned_bytes,
             s.mapped_bytes);
-      pinned += s.pinned_bytes;
     }
-    if (peer_.pool != nullptr) pinned += peer_.pool->GetStats().pinned_bytes;
-    // The kernel drops the pins of a deregistered chunk a little later (io_uring releases a
-    // buffer's pages once its table node's last reference goes): a chunk just trimmed or given
-    // back may still count, for a few milliseconds.
-    std::size_t vm_pin = 0;
+    // VmPin against what the pools pin. Chunks the background work is building are registered
+    // (pinned) before they are mapped in the stats: the workers are paused, the grower is not, so
+    // the pools' figures are read again on every try (a chunk it starts after one reading is in
+    // the next). And the kernel drops the pins of a deregistered chunk a little later (io_uring
+    // releases a buffer's pages once its table node's last reference goes): a chunk just trimmed
+    // or given back may still count, for a few milliseconds.
+    std::size_t vm_pin = 0, pinned = 0, in_flight = 0;
     for (int i = 0; i < 200; ++i) {
+      pinned = in_flight = 0;
+      for (Pool* p : {world_.shared.get(), world_.classes.get()}) {
+        const pinpool::PoolStats s = p->GetStats();
+        pinned += s.pinned_bytes;
+        in_flight += s.growth.chunks_growing * kChunk;
+      }
+      if (peer_.pool != nullptr) pinned += peer_.pool->GetStats().pinned_bytes;
       vm_pin = pinpool::internal::os::ProcStatusBytes("VmPin").value_or(0);
       if (vm_pin >= pinned && vm_pin <= pinned + in_flight) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
