@@ -63,6 +63,7 @@
 #include "pinpool/verbs_remote_access.h"
 #include "rc_pair.h"
 #include "support/memory_cgroup.h"
+#include "support/sanitizers.h"
 
 namespace {
 
@@ -555,7 +556,9 @@ class Owner {
     CHECK(pinned && *pinned == 0, "VmPin is %zu after the pools went", pinned.value_or(0));
     CHECK(Entries("/proc/self/fd") == fds_before, "%zu descriptors open at the end, %zu before",
           Entries("/proc/self/fd"), fds_before);
-    CHECK(Entries("/proc/self/task") == 1, "%zu threads at the end", Entries("/proc/self/task"));
+    // TSan's runtime starts threads of its own when it pleases: the other builds count threads.
+    CHECK(pinpool::testing::kTsan || Entries("/proc/self/task") == 1, "%zu threads at the end",
+          Entries("/proc/self/task"));
   }
 
  private:
@@ -976,7 +979,15 @@ int main(int argc, char** argv) {
   }
   // Both owners run in a memory cgroup of their own, whose limit the pressure lowers.
   pinpool::testing::MemoryCgroup cgroup("pinpool-soak-" + std::to_string(::getpid()));
-  if (cgroup.version() != 0) {
+  // Not under a sanitizer: there most of the process's memory is the sanitizer's own (shadow,
+  // quarantine), charged to the cgroup beside the chunks, and the pool's preflight counts the
+  // chunks only, so 48 MiB of headroom ends in the OOM killer, not a refusal (seen under TSan: the
+  // first owner killed at 3 s with 305 MB anonymous).
+  if (pinpool::testing::kAsan || pinpool::testing::kTsan) {
+    std::printf(
+        "pinpool_soak: no memory cgroup pressure: a sanitizer's own memory is charged "
+        "beside the pool's, which the preflight cannot count\n");
+  } else if (cgroup.version() != 0) {
     s.cgroup = &cgroup;
   } else {
     std::printf("pinpool_soak: no memory cgroup pressure: %s\n", cgroup.why_not().c_str());
