@@ -20,9 +20,9 @@ Usage: check_layers.py ROOT          check the tree at ROOT
 """
 import os
 import re
-import shutil
 import sys
-import tempfile
+
+import plants
 
 # Room -> the rooms it may include. Lower rooms come first; the order is checked (no circle).
 ROOMS = {
@@ -164,28 +164,14 @@ PLANTS = [
 
 
 def self_test(root):
-    failures = 0
-    for path, line, expect in PLANTS:
-        with tempfile.TemporaryDirectory() as tmp:
-            for d in ("src", "include", "tests"):
-                shutil.copytree(os.path.join(root, d), os.path.join(tmp, d),
-                                ignore=shutil.ignore_patterns("*corpus*", "*seeds*"))
-            target = os.path.join(tmp, path)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            if expect == "include cycle":
-                # A header that includes the one including it.
-                with open(os.path.join(tmp, "src/arena/trim_cycle.h"), "w") as fh:
-                    fh.write('#include "arena/arena.h"\n')
-            old = open(target).read() if os.path.exists(target) else ""
-            with open(target, "w") as fh:
-                fh.write(line + old)
-            problems, _ = check(tmp)
-            if not any(expect in p for p in problems):
-                print(f"self-test: planting {line.strip()} in {path} was not reported "
-                      f"(expected \"{expect}\")")
-                failures += 1
-            else:
-                print(f"self-test: {path}: {next(p for p in problems if expect in p)}")
+    def prepare(tmp, plant):
+        if plant[2] == "include cycle":
+            # A header that includes the one including it.
+            with open(os.path.join(tmp, "src/arena/trim_cycle.h"), "w") as fh:
+                fh.write('#include "arena/arena.h"\n')
+
+    failures = plants.report_each(root, ("src", "include", "tests"), PLANTS,
+                                  lambda tmp, _path: check(tmp)[0], prepare)
     # A room that may use one above it: the table is no order any more.
     ROOMS["util"].add("pool")
     circle = [p for p in table_problems() if "circle" in p]
