@@ -106,6 +106,7 @@ void Arena::DropClaimLocked(std::uint32_t index) {
   NextGenerationLocked(index);  // an adoption's generation is not given to a later chunk
   slots_[index].state = Slot::kEmpty;
   --growing_;
+  UnclaimGrowth(ChargePerChunk());
   if (slots_[index].adopt_held) --growing_held_;
   slots_[index].adopt_held = false;
   slots_[index].adopting.Disown();  // an adoption never built: its data keeps its name
@@ -123,13 +124,29 @@ std::size_t Arena::DomainsThatPin(Pinning kind) const noexcept {
   return n;
 }
 
-std::size_t Arena::CgroupChargePerChunk() const noexcept {
+GrowthCharge Arena::ChargePerChunk() const noexcept {
+  const std::size_t size = config_.chunk_size;
+  GrowthCharge c;
+  c.pin = size * DomainsThatPin(Pinning::kLongTerm);
+  c.lock = DomainsThatPin(Pinning::kResident) != 0 ? size : 0;
   const bool hugetlb_only = config_.require_page_size && (config_.page_size == PageSize::k1G ||
                                                           config_.page_size == PageSize::k2M);
-  if (hugetlb_only) return 0;
-  const bool faulted_in = config_.populate || DomainsThatPin(Pinning::kLongTerm) != 0 ||
-                          DomainsThatPin(Pinning::kResident) != 0;
-  return faulted_in ? config_.chunk_size : 0;
+  const bool faulted_in = config_.populate || c.pin != 0 || c.lock != 0;
+  c.cgroup = cgroup_.version != 0 && faulted_in && !hugetlb_only ? size : 0;
+  return c;
+}
+
+absl::Status Arena::CheckHeadroom(const GrowthCharge& total, const char* lower) const {
+  const GrowthCharge mine = ChargePerChunk();
+  if (mine.pin != 0 || mine.lock != 0) {
+    PINPOOL_RETURN_IF_ERROR(CheckMemlockHeadroom(
+        mine.pin != 0 ? total.pin : 0, mine.lock != 0 ? total.lock : 0, os::QueryMemlock(), lower));
+  }
+  if (mine.cgroup != 0) {
+    PINPOOL_RETURN_IF_ERROR(
+        CheckCgroupHeadroom(total.cgroup, os::ReadMemoryCgroup(cgroup_), lower));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::uint32_t> Arena::ClaimLocked(std::optional<std::uint32_t> want) {
@@ -150,19 +167,12 @@ absl::StatusOr<std::uint32_t> Arena::ClaimLocked(std::optional<std::uint32_t> wa
         "the pool's budget of %s is used up (%d chunks of %s): raise PoolOptions::budget",
         FormatBytes(max_chunks_ * size), taken, FormatBytes(size)));
   }
-  // Each long-term pin of the chunk adds to VmPin (two pinning domains pin it twice); mlock adds
-  // to VmLck once, however many domains lock it. Chunks still in flight are not in VmPin or VmLck
-  // yet: count them too, so that parallel growth cannot overshoot the limit together.
-  const std::size_t pin = size * DomainsThatPin(Pinning::kLongTerm);
-  const std::size_t lock = DomainsThatPin(Pinning::kResident) != 0 ? size : 0;
-  if (pin != 0 || lock != 0) {
-    PINPOOL_RETURN_IF_ERROR(
-        CheckMemlockHeadroom(pin * (growing_ + 1), lock * (growing_ + 1), os::QueryMemlock()));
-  }
-  if (const std::size_t charge = CgroupChargePerChunk(); charge != 0 && cgroup_.version != 0) {
-    PINPOOL_RETURN_IF_ERROR(
-        CheckCgroupHeadroom(charge * (growing_ + 1), os::ReadMemoryCgroup(cgroup_)));
-  }
+  // Chunks in flight are not in VmPin, VmLck or the cgroup's usage yet: this one is checked with
+  // every chunk in flight in the process, of any pool, so that parallel growth cannot overshoot
+  // a limit together. The claim on the process's count ends in DropClaimLocked or PublishLocked.
+  PINPOOL_RETURN_IF_ERROR(ClaimGrowth(ChargePerChunk(), [this](const GrowthCharge& total) {
+    return CheckHeadroom(total, "PoolOptions::budget");
+  }));
   std::uint32_t index = want.value_or(0);
   while (slots_[index].state != Slot::kEmpty) ++index;  // one is empty: taken < max_chunks_
   slots_[index].state = Slot::kGrowing;
@@ -283,6 +293,7 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
 absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> built, Why why) {
   PINPOOL_DCHECK(slots_[index].state == Slot::kGrowing);
   --growing_;
+  UnclaimGrowth(ChargePerChunk());  // published: in the kernel's counters now; or failed
   const bool held = slots_[index].adopt_held;
   slots_[index].adopt_held = false;
   if (held) --growing_held_;

@@ -10,8 +10,9 @@
 // (ArenaStats); the pool validates the user's options and turns these into its public types.
 //
 // Growth of one chunk is three steps: claim a slot under `mu_` (budget, RLIMIT_MEMLOCK and the
-// memory cgroup's headroom checked for it and every chunk already in flight: past the cgroup's
-// limit the kernel would OOM-kill the process instead of failing the pin), build it with no lock
+// memory cgroup's headroom checked for it and every chunk in flight in the process, of any pool
+// (growth_in_flight.h): past the cgroup's limit the kernel would OOM-kill the process instead of
+// failing the pin), build it with no lock
 // held (map on the configured NUMA node, populate, register with every domain in order; a failure
 // at any step undoes the earlier ones, so no chunk is ever half-registered), then publish it under
 // `mu_`. So chunks grow in parallel (Reserve's workers, Replenish from the pool's background work
@@ -77,6 +78,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "arena/chunk_owner.h"
+#include "arena/growth_in_flight.h"
 #include "os/cgroup.h"
 #include "os/fd_passing.h"
 #include "os/os.h"
@@ -419,11 +421,14 @@ class Arena {
   std::size_t SlotsTakenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ready_ + growing_ + trimming_ + withdrawn_count_ + adopt_failed_;
   }
-  // Bytes the memory cgroup is charged for one chunk: all of it when it is populated or pinned
-  // (pinning faults every page in), unless the chunk must be hugetlb pages (charged to the
-  // hugetlb controller, not the memory one); 0 otherwise (pages come as the application touches
-  // them).
-  std::size_t CgroupChargePerChunk() const noexcept;
+  // What one chunk adds to VmPin (each long-term pin counts: two pinning domains pin it twice),
+  // VmLck (once, however many domains lock it) and the memory cgroup (all of it when it is
+  // populated or pinned, since pinning faults every page in, unless the chunk must be hugetlb
+  // pages, charged to the hugetlb controller; 0 otherwise, and 0 without a cgroup limit to check).
+  GrowthCharge ChargePerChunk() const noexcept;
+  // OK when RLIMIT_MEMLOCK and the memory cgroup leave room for `total`, the process's chunks in
+  // flight with the ones being claimed (growth_in_flight.h); `lower` ends the error's fix.
+  absl::Status CheckHeadroom(const GrowthCharge& total, const char* lower) const;
   // Deregisters chunk `c` from every domain (last first; not when `registered` is false: Quiesce
   // did), unmaps it (a PROT_NONE reservation again), calls `before_close` and only then closes
   // `file` (trim.cc); timed as a trim. No lock held.

@@ -11,13 +11,20 @@
 
 #include "absl/strings/str_format.h"
 #include "arena/arena.h"
-#include "domain/memlock.h"
 #include "os/chunk_file.h"
 #include "os/lease.h"
 #include "util/bytes.h"
 #include "util/check.h"
+#include "util/status_macros.h"
 
 namespace pinpool::internal {
+namespace {
+
+// What an adoption's headroom error says to lower: lowering the successor's budget would not help.
+constexpr const char* kAdoptionLower =
+    "the pool handed over (the successor registers every chunk it adopts)";
+
+}  // namespace
 
 absl::StatusOr<std::vector<Arena::SharedChunk>> Arena::SharedChunks() const {
   MutexLock lock(&mu_);
@@ -91,18 +98,12 @@ absl::Status Arena::CheckAdoptionHeadroomLocked(std::size_t n) const {
   // the error names the adoption's figures (not the few claimed when the limit was met), and what
   // the successor can change: lowering its budget would not help.
   const std::size_t size = config_.chunk_size;
-  const std::size_t all = size * (growing_ + n);
-  const char* lower = "the pool handed over (the successor registers every chunk it adopts)";
-  absl::Status s;
-  if (const std::size_t pins = DomainsThatPin(Pinning::kLongTerm),
-      locks = DomainsThatPin(Pinning::kResident) != 0 ? 1 : 0;
-      pins != 0 || locks != 0) {
-    s = CheckMemlockHeadroom(all * pins, all * locks, os::QueryMemlock(), lower);
-  }
-  if (const std::size_t charge = CgroupChargePerChunk();
-      s.ok() && charge != 0 && cgroup_.version != 0) {
-    s = CheckCgroupHeadroom(charge * (growing_ + n), os::ReadMemoryCgroup(cgroup_), lower);
-  }
+  const GrowthCharge chunk = ChargePerChunk();
+  GrowthCharge total = GrowthInFlight();
+  total.pin += n * chunk.pin;
+  total.lock += n * chunk.lock;
+  total.cgroup += n * chunk.cgroup;
+  absl::Status s = CheckHeadroom(total, kAdoptionLower);
   if (s.ok()) return s;
   return absl::Status(s.code(),
                       absl::StrFormat("adopting %d chunks of %s (%s): %s", n, FormatBytes(size),
@@ -191,6 +192,10 @@ absl::Status Arena::RetryAdoption(std::uint32_t index) {
     return absl::FailedPreconditionError(
         absl::StrFormat("chunk %d holds no adopted chunk to build again", index));
   }
+  // Checked like any growth (the first build may have failed for want of the room).
+  PINPOOL_RETURN_IF_ERROR(ClaimGrowth(ChargePerChunk(), [this](const GrowthCharge& total) {
+    return CheckHeadroom(total, kAdoptionLower);
+  }));
   slots_[index].state = Slot::kGrowing;
   --adopt_failed_;
   ++growing_;
