@@ -105,8 +105,7 @@ std::uint32_t Arena::NextGenerationLocked(std::uint32_t index) {
 void Arena::DropClaimLocked(std::uint32_t index) {
   NextGenerationLocked(index);  // an adoption's generation is not given to a later chunk
   slots_[index].state = Slot::kEmpty;
-  --growing_;
-  UnclaimGrowth(ChargePerChunk());
+  EndGrowingLocked();
   if (slots_[index].adopt_held) --growing_held_;
   slots_[index].adopt_held = false;
   slots_[index].adopting.Disown();  // an adoption never built: its data keeps its name
@@ -149,6 +148,22 @@ absl::Status Arena::CheckHeadroom(const GrowthCharge& total, const char* lower) 
   return absl::OkStatus();
 }
 
+absl::Status Arena::StartGrowingLocked(const char* lower) {
+  // Chunks in flight are not in VmPin, VmLck or the cgroup's usage yet: this one is checked with
+  // every chunk in flight in the process, of any pool, so that parallel growth cannot overshoot
+  // a limit together.
+  PINPOOL_RETURN_IF_ERROR(ClaimGrowth(ChargePerChunk(), [this, lower](const GrowthCharge& total) {
+    return CheckHeadroom(total, lower);
+  }));
+  ++growing_;
+  return absl::OkStatus();
+}
+
+void Arena::EndGrowingLocked() {
+  --growing_;
+  UnclaimGrowth(ChargePerChunk());
+}
+
 absl::StatusOr<std::uint32_t> Arena::ClaimLocked(std::optional<std::uint32_t> want) {
   const std::size_t size = config_.chunk_size;
   if (quiesced_) {
@@ -167,16 +182,10 @@ absl::StatusOr<std::uint32_t> Arena::ClaimLocked(std::optional<std::uint32_t> wa
         "the pool's budget of %s is used up (%d chunks of %s): raise PoolOptions::budget",
         FormatBytes(max_chunks_ * size), taken, FormatBytes(size)));
   }
-  // Chunks in flight are not in VmPin, VmLck or the cgroup's usage yet: this one is checked with
-  // every chunk in flight in the process, of any pool, so that parallel growth cannot overshoot
-  // a limit together. The claim on the process's count ends in DropClaimLocked or PublishLocked.
-  PINPOOL_RETURN_IF_ERROR(ClaimGrowth(ChargePerChunk(), [this](const GrowthCharge& total) {
-    return CheckHeadroom(total, "PoolOptions::budget");
-  }));
+  PINPOOL_RETURN_IF_ERROR(StartGrowingLocked("PoolOptions::budget"));
   std::uint32_t index = want.value_or(0);
   while (slots_[index].state != Slot::kEmpty) ++index;  // one is empty: taken < max_chunks_
   slots_[index].state = Slot::kGrowing;
-  ++growing_;
   growing_now_.store(growing_, std::memory_order_relaxed);
   slots_taken_now_.store(SlotsTakenLocked(), std::memory_order_relaxed);
   slots_used_ = std::max<std::size_t>(slots_used_, index + 1);
@@ -292,8 +301,7 @@ absl::StatusOr<Arena::Built> Arena::Build(std::uint32_t index) {
 
 absl::Status Arena::PublishLocked(std::uint32_t index, absl::StatusOr<Built> built, Why why) {
   PINPOOL_DCHECK(slots_[index].state == Slot::kGrowing);
-  --growing_;
-  UnclaimGrowth(ChargePerChunk());  // published: in the kernel's counters now; or failed
+  EndGrowingLocked();  // published: in the kernel's counters now; or failed
   const bool held = slots_[index].adopt_held;
   slots_[index].adopt_held = false;
   if (held) --growing_held_;

@@ -12,9 +12,9 @@
 // Growth of one chunk is three steps: claim a slot under `mu_` (budget, RLIMIT_MEMLOCK and the
 // memory cgroup's headroom checked for it and every chunk in flight in the process, of any pool
 // (growth_in_flight.h): past the cgroup's limit the kernel would OOM-kill the process instead of
-// failing the pin), build it with no lock
-// held (map on the configured NUMA node, populate, register with every domain in order; a failure
-// at any step undoes the earlier ones, so no chunk is ever half-registered), then publish it under
+// failing the pin), build it with no lock held (map on the configured NUMA node, populate,
+// register with every domain in order; a failure at any step undoes the earlier ones, so no
+// chunk is ever half-registered), then publish it under
 // `mu_`. So chunks grow in parallel (Reserve's workers, Replenish from the pool's background work
 // or the application, an allocation that finds no room), and nobody ever waits for a lock held
 // across a registration: an allocation that finds no room while a chunk is in flight waits for that
@@ -429,6 +429,10 @@ class Arena {
   // OK when RLIMIT_MEMLOCK and the memory cgroup leave room for `total`, the process's chunks in
   // flight with the ones being claimed (growth_in_flight.h); `lower` ends the error's fix.
   absl::Status CheckHeadroom(const GrowthCharge& total, const char* lower) const;
+  // A chunk in flight starts (growing_ counts it, and the process's count claims its charge,
+  // checked with CheckHeadroom) and ends (published or dropped): the only writers of growing_.
+  absl::Status StartGrowingLocked(const char* lower) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndGrowingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deregisters chunk `c` from every domain (last first; not when `registered` is false: Quiesce
   // did), unmaps it (a PROT_NONE reservation again), calls `before_close` and only then closes
   // `file` (trim.cc); timed as a trim. No lock held.

@@ -17,17 +17,17 @@ struct Totals {
   std::atomic<std::int64_t> cgroup{0};
 };
 
+constinit Totals totals;  // constant-initialized: usable before any constructor runs
+
+void ResetInChild() {
+  totals.pin.store(0, std::memory_order_relaxed);
+  totals.lock.store(0, std::memory_order_relaxed);
+  totals.cgroup.store(0, std::memory_order_relaxed);
+}
+
 Totals& TheTotals() {
-  static Totals* totals = [] {
-    static Totals t;
-    ::pthread_atfork(nullptr, nullptr, [] {
-      TheTotals().pin.store(0, std::memory_order_relaxed);
-      TheTotals().lock.store(0, std::memory_order_relaxed);
-      TheTotals().cgroup.store(0, std::memory_order_relaxed);
-    });
-    return &t;
-  }();
-  return *totals;
+  [[maybe_unused]] static const int registered = ::pthread_atfork(nullptr, nullptr, ResetInChild);
+  return totals;
 }
 
 std::size_t Clamped(std::int64_t v) { return v > 0 ? static_cast<std::size_t>(v) : 0; }

@@ -193,12 +193,9 @@ absl::Status Arena::RetryAdoption(std::uint32_t index) {
         absl::StrFormat("chunk %d holds no adopted chunk to build again", index));
   }
   // Checked like any growth (the first build may have failed for want of the room).
-  PINPOOL_RETURN_IF_ERROR(ClaimGrowth(ChargePerChunk(), [this](const GrowthCharge& total) {
-    return CheckHeadroom(total, kAdoptionLower);
-  }));
+  PINPOOL_RETURN_IF_ERROR(StartGrowingLocked(kAdoptionLower));
   slots_[index].state = Slot::kGrowing;
   --adopt_failed_;
-  ++growing_;
   if (slots_[index].adopt_held) ++growing_held_;
   growing_now_.store(growing_, std::memory_order_relaxed);
   mu_.Unlock();
