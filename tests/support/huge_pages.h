@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 
+#include "support/compaction.h"
+
 namespace pinpool::testing {
 
 inline std::optional<std::uint64_t> ReadNumber(const std::string& path) {
@@ -61,8 +63,8 @@ class HugePageGrant {
     };
     // Short: the free memory is in pieces (the soft-RoCE guest, after a 1 GiB pool of 4 KiB pages,
     // once gave none of 512 pages). Drop clean caches, compact, and ask once more.
-    if (!granted() && !(WriteNumber("/proc/sys/vm/drop_caches", 3) &&
-                        WriteNumber("/proc/sys/vm/compact_memory", 1) && granted())) {
+    if (!granted() &&
+        !(WriteNumber("/proc/sys/vm/drop_caches", 3) && CompactMemory() && granted())) {
       why_not_ = "the kernel could not allocate " + std::to_string(pages) + " more pages for " +
                  path_ + ", even after dropping caches and compacting (memory fragmented?)";
     }
