@@ -16,6 +16,10 @@ build=${PINPOOL_BUILD_DIR:-$root/build}
 if [ -x "$root/scripts/setup-vm-deps.sh" ]; then "$root/scripts/setup-vm-deps.sh"; fi
 "$root/scripts/build.sh"
 failed=()
+# ctest leaves a run's list of failed tests in place when the next run passes: the summary below
+# reads only this run's.
+forget_failures() { rm -f "$1/Testing/Temporary/LastTestsFailed.log"; }
+forget_failures "$build"
 (
   cd "$build"
   # The set-up above installed QEMU: an RDMA test that cannot boot the guest is a failure, not a skip.
@@ -29,6 +33,7 @@ if [ "${PINPOOL_SANITIZERS:-1}" != 0 ]; then
     start=$(date +%s)
     echo "pinpool: === $preset: configure, build, test ===" >&2
     extra=()
+    forget_failures "$root/build-$preset"
     [ "$preset" = fuzz ] && extra=(-DPINPOOL_FUZZ_SECONDS="${PINPOOL_FUZZ_SECONDS:-30}")
     if cmake --preset "$preset" "${extra[@]}" >/dev/null &&
        cmake --build --preset "$preset" --parallel "$(nproc)" &&
